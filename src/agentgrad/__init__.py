@@ -1,0 +1,32 @@
+"""agentgrad: find which agent of a multi-agent LLM system is to blame, and fix its prompt.
+
+Importing this package has no side effects: no files, clients, handlers or model loads.
+"""
+
+from agentgrad.core.agent import Agent, Output, Prompt
+from agentgrad.core.graph_system import GraphSystem
+from agentgrad.core.system import Episode, System
+from agentgrad.core.text import Text
+from agentgrad.core.tools import Tool
+from agentgrad.core.trace import Node, Span, ToolCall, Trace, current_trace
+from agentgrad.errors import (
+    AgentgradError,
+    ConfigError,
+    ContextLengthError,
+    GraphError,
+    ModelError,
+    RegistryError,
+    RunError,
+    TraceError,
+)
+from agentgrad.models.base import Generation, GenerationSettings, LanguageModel
+from agentgrad.models.registry import create_model, list_backends, register_backend
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
+    "GenerationSettings", "GraphError", "GraphSystem", "LanguageModel", "ModelError", "Node", "Output",
+    "Prompt", "RegistryError", "RunError", "Span", "System", "Text", "Tool", "ToolCall", "Trace",
+    "TraceError", "create_model", "current_trace", "list_backends", "register_backend",
+]

@@ -1,0 +1,214 @@
+"""The ``agentgrad`` command: thin wrappers over library calls.
+
+Every user mistake (an :class:`AgentgradError`) is printed as one line and exits non-zero;
+``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from agentgrad.errors import AgentgradError
+
+app = typer.Typer(
+    name="agentgrad",
+    help="Find which agent of a multi-agent LLM system is to blame for a failure, and fix its prompt.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+trace_app = typer.Typer(help="Inspect traces.", no_args_is_help=True)
+testing_app = typer.Typer(help="Offline helpers: tiny models and a local OpenAI-compatible server.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+app.add_typer(testing_app, name="testing")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+) -> None:
+    if debug:
+        os.environ["AGENTGRAD_DEBUG"] = "1"
+
+
+@app.command()
+def run(
+    system: Path = typer.Argument(..., help="System YAML (models, agents, and what feeds each)."),
+    inputs: Path = typer.Option(..., "--inputs", help="JSONL file, one example per line."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Examples run at once."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+) -> None:
+    """Run a system on every input, writing one trace per input."""
+    from agentgrad.config import apply_model_override, load_system_config
+    from agentgrad.core.graph_system import GraphSystem, topological_levels
+    from agentgrad.runs.rundir import RunDir
+    from agentgrad.runs.runner import read_jsonl, run_inputs
+
+    cfg = load_system_config(system)
+    for o in model:
+        apply_model_override(cfg, o)
+    topological_levels(cfg)  # graph errors before any model loads
+    examples = read_jsonl(inputs)
+    run_dir = RunDir(out, resume=resume)
+    with console.status("loading models"):
+        sys_ = GraphSystem(cfg)
+    run_dir.write_config(cfg.model_dump(mode="json"))
+    with _progress() as progress:
+        task = progress.add_task("episodes", total=len(examples), completed=len(run_dir.done_inputs()))
+        summary = asyncio.run(
+            run_inputs(sys_, examples, run_dir, concurrency, on_progress=lambda i, s: progress.advance(task))
+        )
+    table = Table(title=f"run {out}", show_header=False)
+    for k, v in [
+        ("inputs", summary.total),
+        ("done now", summary.done),
+        ("done before (resumed)", summary.skipped),
+        ("failed", len(summary.failed)),
+        ("agent calls", summary.calls),
+        ("tokens (prompt + completion)", f"{summary.prompt_tokens:,} + {summary.completion_tokens:,}"),
+        ("seconds", summary.seconds),
+    ]:
+        table.add_row(k, str(v))
+    console.print(table)
+    for index, error in summary.failed[:10]:
+        err_console.print(f"input {index} failed: {error}")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@trace_app.command("show")
+def trace_show(
+    path: Path = typer.Argument(..., help="A trace JSON file."),
+    max_chars: int = typer.Option(2000, "--max-chars", help="Cut longer texts in the view (0: never)."),
+) -> None:
+    """Print the calls of a trace, their inputs with spans marked, and outputs."""
+    from agentgrad.core.trace import Trace
+    from agentgrad.report.trace_view import show_trace
+
+    show_trace(Trace.load(path), console, max_chars)
+
+
+@testing_app.command("tiny-model")
+def tiny_model(
+    out_dir: Path = typer.Argument(..., help="Folder to write the model to."),
+    arch: str = typer.Option("llama", "--arch", help="llama, qwen3, mistral or gemma."),
+    seed: int = typer.Option(0, "--seed"),
+    layers: int = typer.Option(2, "--layers", min=1),
+    hidden: int = typer.Option(64, "--hidden", min=8),
+) -> None:
+    """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
+    from agentgrad.testing.tiny import build_tiny_model
+
+    path = build_tiny_model(out_dir, arch=arch, seed=seed, layers=layers, hidden=hidden)
+    console.print(f"tiny {arch} model written to {path} (random weights: for tests and demos only)")
+
+
+@testing_app.command("serve")
+def serve(
+    model_dir: Path = typer.Argument(..., help="A Hugging Face model folder to answer from."),
+    port: int = typer.Option(8000, "--port"),
+    fail_rate: float = typer.Option(0.0, "--fail-rate", min=0.0, max=1.0, help="Fraction answered 500/429."),
+) -> None:
+    """Serve a local model as an OpenAI-compatible endpoint on 127.0.0.1 (for tests)."""
+    from agentgrad.models.hf import HFModel
+    from agentgrad.testing.server import OpenAICompatServer
+
+    srv = OpenAICompatServer(HFModel(path=str(model_dir)), fail_rate=fail_rate, port=port)
+    console.print(f"serving {model_dir} at {srv.base_url} (Ctrl-C to stop)")
+    try:
+        srv._httpd.serve_forever()
+    except KeyboardInterrupt:
+        srv.stop()
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Run directory to write."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Real weights instead of the tiny random model: a folder, hub id or openai:MODEL@URL."
+    ),
+) -> None:
+    """Run the pipeline example end to end; with no --model, on a tiny random model built here."""
+    from agentgrad.examples import PIPELINE
+
+    if model is None:
+        from agentgrad.testing.tiny import build_tiny_model
+
+        model_dir = out.parent / f".{out.name}-tiny-model"
+        with console.status("building a tiny random model (offline)"):
+            build_tiny_model(model_dir)
+        model = str(model_dir)
+        console.print(
+            "[yellow]note:[/yellow] the tiny model has random weights, so its answers are noise; this run shows "
+            "the machinery. For real answers: agentgrad demo --model Qwen/Qwen3-0.6B (or a local folder), or "
+            "--model openai:MODEL@http://HOST:PORT/v1 for any OpenAI-compatible server."
+        )
+    run(PIPELINE / "system.yaml", inputs=PIPELINE / "inputs.jsonl", out=out, model=[f"default={model}"],
+        concurrency=1, resume=False)
+    console.print(f"traces in {out / 'traces'}; view one with: agentgrad trace show {out / 'traces' / '00000.json'}")
+
+
+@app.command("backends")
+def backends() -> None:
+    """List the model backends."""
+    from agentgrad.models.registry import list_backends
+
+    for b in list_backends():
+        console.print(b)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point: runs the CLI, turning user errors into one line and an exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own progress display instead
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    debug = "--debug" in args or os.environ.get("AGENTGRAD_DEBUG") == "1"
+    try:
+        app(args=args, prog_name="agentgrad", standalone_mode=False)
+    except AgentgradError as e:
+        if debug:
+            raise
+        err_console.print(f"[bold red]error:[/bold red] {e}", highlight=False, soft_wrap=True)
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Abort:
+        err_console.print("aborted")
+        return 130
+    except KeyboardInterrupt:
+        err_console.print("interrupted; run again with --resume to continue")
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""A local Hugging Face causal LM behind the :class:`LanguageModel` protocol.
+
+Weights load once per process per (path, dtype, device) and are shared by every agent naming
+them. Prompts are rendered with the tokenizer's chat template (with tools where the template
+supports them); tool calls are parsed from the generated text (see ``toolparse``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgrad.config import validate
+from agentgrad.errors import ContextLengthError, ModelError
+from agentgrad.models.base import Generation, GenerationSettings, ThreadedAsyncMixin
+from agentgrad.models.toolparse import parse_tool_calls
+
+
+class HFOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., description="local folder or hub id")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+    device_map: str | None = None
+    trust_remote_code: bool = False
+    max_context: int | None = Field(None, ge=1, description="override of the model's context length")
+
+
+_SHARED: dict[tuple[Any, ...], "HFModel"] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def looks_local(path: str) -> bool:
+    """A path (rather than a hub id ``org/name``) by its form or by existing."""
+    p = os.path.expanduser(path)
+    return os.path.exists(p) or p.startswith((".", "/", "~")) or p.count("/") > 1 or os.sep != "/" and os.sep in p
+
+
+def load_tokenizer_and_model(opts: HFOptions) -> tuple[Any, Any]:
+    """``from_pretrained`` for tokenizer and model, with one-line errors for the usual mistakes."""
+    path = os.path.expanduser(opts.path)
+    if looks_local(opts.path) and not os.path.isdir(path):
+        raise ModelError(f"model folder {opts.path} does not exist (give a folder with config.json, or a hub id)")
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
+        raise ModelError(f"model folder {opts.path} has no config.json; is it a Hugging Face model folder?")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=opts.trust_remote_code)
+        kwargs: dict[str, Any] = {"trust_remote_code": opts.trust_remote_code}
+        kwargs["dtype"] = "auto" if opts.dtype == "auto" else getattr(torch, opts.dtype)
+        if opts.device_map:
+            kwargs["device_map"] = opts.device_map
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot load model {opts.path!r}: {first}") from None
+    if not opts.device_map:
+        try:
+            model.to(opts.device)
+        except (RuntimeError, AssertionError) as e:
+            raise ModelError(f"cannot move model {opts.path!r} to device {opts.device!r}: {str(e).splitlines()[0]}") from None
+    model.eval()
+    model.requires_grad_(False)
+    return tok, model
+
+
+def context_length(model: Any, tok: Any, override: int | None = None) -> int:
+    if override:
+        return override
+    cfg = getattr(model, "config", None)
+    for attr in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        v = getattr(cfg, attr, None) or getattr(getattr(cfg, "text_config", None), attr, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    v = getattr(tok, "model_max_length", None)
+    return v if isinstance(v, int) and 0 < v < 10**9 else 2048
+
+
+def to_hf_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our messages in the shape Hugging Face chat templates expect for tool calls."""
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [
+                {"id": c.get("id", ""), "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in m["tool_calls"]
+            ]
+        out.append(m)
+    return out
+
+
+def render_chat(tok: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, **kw: Any) -> str:
+    """The chat template applied to ``messages`` (no tokenisation), with a clear error if absent."""
+    if not getattr(tok, "chat_template", None):
+        raise ModelError(f"tokenizer of {getattr(tok, 'name_or_path', '?')} has no chat template")
+    try:
+        return tok.apply_chat_template(to_hf_messages(messages), tools=tools or None, tokenize=False, **kw)
+    except Exception as e:  # jinja raises many kinds (TemplateError, TypeError, ...)
+        raise ModelError(f"the chat template of {getattr(tok, 'name_or_path', '?')} failed: {e}") from None
+
+
+class HFModel(ThreadedAsyncMixin):
+    """Generation with a local Hugging Face model (greedy, or seeded sampling)."""
+
+    def __init__(self, name: str = "hf", **options: Any):
+        self.name = name
+        self.options = validate(HFOptions, options, f"models.{name}")
+        self.tokenizer, self.model = load_tokenizer_and_model(self.options)
+        self.max_context = context_length(self.model, self.tokenizer, self.options.max_context)
+        self._lock = threading.Lock()  # one generation at a time per loaded model
+
+    @classmethod
+    def shared(cls, name: str = "hf", **options: Any) -> "HFModel":
+        """The process-wide instance for these options (weights are loaded once)."""
+        opts = validate(HFOptions, options, f"models.{name}")
+        key = (str(Path(opts.path).expanduser()), opts.dtype, opts.device, opts.device_map, opts.max_context)
+        with _SHARED_LOCK:
+            if key not in _SHARED:
+                _SHARED[key] = cls(name=name, **options)
+            return _SHARED[key]
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "hf", "path": self.options.path, "dtype": self.options.dtype}
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def generate(self, messages, tools, settings: GenerationSettings) -> Generation:
+        import torch
+
+        prompt = render_chat(self.tokenizer, messages, tools, add_generation_prompt=True)
+        ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]  # (1, T)
+        n = ids.shape[1]
+        if n >= self.max_context:
+            raise ContextLengthError(
+                f"prompt of {n} tokens does not fit the context of {self.options.path} ({self.max_context} tokens)"
+            )
+        gen_kwargs: dict[str, Any] = {
+            "max_new_tokens": min(settings.max_new_tokens, self.max_context - n),
+            "do_sample": settings.temperature > 0,
+            "pad_token_id": self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else self.tokenizer.eos_token_id,
+        }
+        if settings.temperature > 0:
+            gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
+        else:
+            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+        if settings.stop:
+            gen_kwargs.update(stop_strings=settings.stop, tokenizer=self.tokenizer)
+        with self._lock, torch.no_grad(), torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device]):
+            if settings.seed is not None:
+                torch.manual_seed(settings.seed)
+            ids = ids.to(self.device)
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **gen_kwargs)  # (1, T + new)
+        new = out[0, n:].tolist()
+        raw = self.tokenizer.decode(new, skip_special_tokens=False)
+        for special in {self.tokenizer.eos_token, self.tokenizer.pad_token} - {None}:
+            raw = raw.replace(special, "")
+        text, calls = parse_tool_calls(raw) if tools else (raw, [])
+        if not calls:
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+        if settings.stop:
+            for s in settings.stop:
+                if s in text:
+                    text = text[: text.index(s)]
+        finish = "tool_calls" if calls else ("length" if len(new) >= gen_kwargs["max_new_tokens"] else "stop")
+        return Generation(
+            text=text,
+            tool_calls=calls,
+            usage={"prompt_tokens": n, "completion_tokens": len(new)},
+            finish_reason=finish,
+            raw=raw if calls else None,
+        )
+
