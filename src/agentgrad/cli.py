@@ -91,6 +91,41 @@ def run(
         raise typer.Exit(1)
 
 
+@app.command()
+def attribute(
+    target: Path = typer.Argument(..., help="A trace JSON file, or a run directory (all of traces/)."),
+    scorer: str = typer.Option(..., "--scorer", help="White-box scorer: Hugging Face folder or hub id."),
+    method: str = typer.Option("mean_l1", "--method", help="Blame method: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    out: Path = typer.Option(..., "--out", help="Output JSON (a trace) or directory (a run directory)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
+    top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call."),
+    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
+    naive: bool = typer.Option(False, "--naive", help="Reference path: no prefix cache."),
+    on_too_long: str = typer.Option("error", "--on-too-long", help="error, or skip (recorded as skipped)."),
+) -> None:
+    """Connection weights of every call in a trace (GBC), and the kept edges."""
+    from agentgrad.attribution.io import attribute_trace_file, trace_files
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.attribution.weights import get_method
+    from agentgrad.core.trace import Trace
+
+    get_method(method)  # an unknown name fails before the model loads
+    files = trace_files(target)
+    n_calls = sum(len(Trace.load(f).calls()) for f in files)
+    with console.status(f"loading scorer {scorer}"):
+        sc = Scorer(scorer, dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long)
+    outs = [out] if not target.is_dir() else [out / f.name for f in files]
+    with _progress() as progress:
+        task = progress.add_task("call nodes", total=n_calls)
+        for f, o in zip(files, outs):
+            attribute_trace_file(sc, f, o, method, top_k, seed, on_node=lambda r: progress.advance(task))
+    console.print(
+        f"attributed {n_calls} call nodes in {len(files)} trace(s) -> {out}  "
+        f"(prefix cache: {sc.cache_stats['hits']} hits, {sc.cache_stats['misses']} misses)"
+    )
+
+
 @trace_app.command("show")
 def trace_show(
     path: Path = typer.Argument(..., help="A trace JSON file."),

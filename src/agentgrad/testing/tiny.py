@@ -85,7 +85,7 @@ def _suppressed(tok: Any) -> list[int]:
     bad.update(tok.convert_tokens_to_ids(TOOL_TAGS))
     for token, i in tok.get_vocab().items():
         s = tok.decode([i])
-        if "\ufffd" in s or any(ord(ch) < 32 and ch not in "\n" for ch in s):
+        if "\ufffd" in s or any((ord(ch) < 32 and ch != "\n") or ord(ch) == 127 for ch in s):
             bad.add(i)
     return sorted(bad)
 

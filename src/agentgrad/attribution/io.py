@@ -1,0 +1,86 @@
+"""Attribution files: per call node, the scored token ids, token ranges, weights and kept edges."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.attribution.graph import AttributionGraph
+from agentgrad.attribution.scorer import NodeAttribution, Scorer
+from agentgrad.core.trace import Node, Trace, write_json_atomic
+from agentgrad.errors import TraceError
+
+SCHEMA = "agentgrad.attribution"
+SCHEMA_VERSION = 1
+
+
+def is_surrogate(node: Node, scorer: Scorer) -> bool:
+    """Whether the scorer is another model than the one that generated ``node``."""
+    gen = node.model
+    if gen.get("backend") != "hf" or not gen.get("path"):
+        return True
+    a, b = str(gen["path"]), str(scorer.path)
+    if os.path.exists(a) and os.path.exists(b):
+        return Path(a).resolve() != Path(b).resolve()
+    return a != b
+
+
+def attribution_record(
+    trace: Trace,
+    results: list[NodeAttribution],
+    graph: AttributionGraph,
+    scorer: Scorer,
+    method: str,
+    top_k: int,
+    seed: int,
+    trace_path: str = "",
+) -> dict[str, Any]:
+    """The JSON document for one attributed trace."""
+    kept = graph.prune(top_k, method, seed)
+    nodes = []
+    for res in results:
+        node = trace.nodes[res.node_id]
+        nodes.append({**res.to_dict(), "generator": node.model, "surrogate": is_surrogate(node, scorer)})
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "trace": trace_path,
+        "trace_id": trace.id,
+        "scorer": scorer.describe(),
+        "method": method,
+        "top_k": top_k,
+        "seed": seed,
+        "nodes": nodes,
+        "graph": graph.to_dict(),
+        "kept_edges": [e.to_dict() for e in kept.edges],
+        "cache_stats": dict(scorer.cache_stats),
+    }
+
+
+def attribute_trace_file(
+    scorer: Scorer,
+    trace_path: Path,
+    out: Path,
+    method: str,
+    top_k: int = 1,
+    seed: int = 0,
+    on_node: Callable[[NodeAttribution], None] | None = None,
+) -> dict[str, Any]:
+    trace = Trace.load(trace_path)
+    results, graph = scorer.attribute(trace, on_node)
+    record = attribution_record(trace, results, graph, scorer, method, top_k, seed, str(trace_path))
+    write_json_atomic(out, record)
+    return record
+
+
+def trace_files(target: Path) -> list[Path]:
+    """The traces of a run directory (``traces/*.json``), or the one trace file given."""
+    if target.is_dir():
+        files = sorted((target / "traces").glob("*.json"))
+        if not files:
+            raise TraceError(f"{target} holds no traces/*.json; is it a run directory?")
+        return files
+    if not target.exists():
+        raise TraceError(f"{target} does not exist (give a trace file or a run directory)")
+    return [target]

@@ -1,0 +1,132 @@
+"""A call node rendered for teacher-forced scoring, with every span and the output as token ranges.
+
+The recorded messages plus the recorded output (as the assistant turn) go through the scorer's
+chat template. Where each message's content lands in the rendered string is found by rendering
+once with unique placeholder contents (our own sentinels) and checking that substituting the real
+contents reproduces the real rendering exactly; span offsets then shift by their message's
+offset. The string is tokenised once, with offsets, so templates that add a BOS token (or any
+other text) shift nothing: character ranges map to token ranges through the offsets.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgrad.core.trace import Node
+from agentgrad.errors import TraceError
+from agentgrad.models.hf import render_chat
+
+_PH = "\ue000agentgrad-{}\ue001"  # private-use characters: never in real text or templates
+
+
+@dataclass
+class RenderedCall:
+    """A call node as the scorer sees it."""
+
+    text: str  # the rendered conversation, output included
+    input_ids: list[int]  # tokens of ``text`` up to the end of the output
+    output_range: tuple[int, int]  # [start, end) token indices of the output
+    source_ranges: dict[int, list[tuple[int, int]]]  # source node -> token ranges of its spans
+    source_chars: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # char ranges in text
+    method: str = "placeholder"  # how message offsets were found
+
+    @property
+    def variable_start(self) -> int:
+        """First token that needs a gradient (start of the earliest span), or the output start."""
+        starts = [a for ranges in self.source_ranges.values() for a, b in ranges if b > a]
+        return min(starts + [self.output_range[0]])
+
+
+def _assistant(node: Node, content: str) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if node.tool_calls:
+        msg["tool_calls"] = [c.to_dict() for c in node.tool_calls]
+    return msg
+
+
+def _offsets_by_placeholder(tok: Any, node: Node) -> tuple[str, list[int], int] | None:
+    """(rendered text, start of each message's content, end of the output) or None if not exact."""
+    msgs = [dict(m, content=_PH.format(i)) for i, m in enumerate(node.messages)]
+    n = len(msgs)
+    templ = render_chat(tok, msgs + [_assistant(node, _PH.format(n))], node.tools or None)
+    contents = [m.get("content") or "" for m in node.messages] + [node.text]
+    out, starts, pos = [], [], 0
+    for i, content in enumerate(contents):
+        ph = _PH.format(i)
+        at = templ.find(ph, pos)
+        if at < 0:
+            return None
+        out.append(templ[pos:at])
+        starts.append(sum(map(len, out)))
+        out.append(content)
+        pos = at + len(ph)
+    tail = templ[pos:]
+    text = "".join(out) + tail
+    real = render_chat(tok, list(node.messages) + [_assistant(node, node.text)], node.tools or None)
+    if text != real:
+        return None
+    # The output ends where the end-of-turn trailer begins: the trailer is what follows the
+    # content of a plain assistant message; what lies between (rendered tool calls) is output.
+    ref = render_chat(tok, msgs + [{"role": "assistant", "content": _PH.format(n)}], node.tools or None)
+    trailer = ref[ref.rfind(_PH.format(n)) + len(_PH.format(n)) :]
+    end = len(text) - len(trailer) if node.tool_calls and trailer and tail.endswith(trailer) else starts[-1] + len(node.text)
+    return text, starts, end
+
+
+def _offsets_by_order(tok: Any, node: Node) -> tuple[str, list[int], int]:
+    """Fallback for templates that transform placeholders: find each content, in order."""
+    text = render_chat(tok, list(node.messages) + [_assistant(node, node.text)], node.tools or None)
+    starts, pos = [], 0
+    for i, content in enumerate([m.get("content") or "" for m in node.messages] + [node.text]):
+        at = text.find(content, pos)
+        if at < 0:
+            raise TraceError(
+                f"node {node.id}: the scorer's chat template changes the text of message {i}; "
+                "its spans cannot be located exactly"
+            )
+        starts.append(at)
+        pos = at + len(content)
+    return text, starts, starts[-1] + len(node.text)
+
+
+def char_to_token_range(offsets: list[tuple[int, int]], ends: list[int], a: int, b: int) -> tuple[int, int]:
+    """Tokens overlapping characters [a, b) (a token that a BPE merge shares with a neighbour counts)."""
+    if b <= a:
+        return (0, 0)
+    first = bisect.bisect_right(ends, a)  # first token ending after a
+    last = first
+    while last < len(offsets) and offsets[last][0] < b:
+        last += 1
+    return (first, last)
+
+
+def render_call(tok: Any, node: Node) -> RenderedCall:
+    """Render ``node`` with ``tok``'s chat template and map its spans and output to tokens."""
+    if node.kind != "call":
+        raise TraceError(f"node {node.id} is a {node.kind} node; only call nodes are scored")
+    found = _offsets_by_placeholder(tok, node)
+    method = "placeholder"
+    if found is None:
+        found, method = _offsets_by_order(tok, node), "order"
+    text, starts, out_end = found
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(o) for o in enc["offset_mapping"]]
+    ends = [e for _, e in offsets]
+    out_start = starts[-1]
+    o_s, o_e = char_to_token_range(offsets, ends, out_start, out_end)
+    source_ranges: dict[int, list[tuple[int, int]]] = {}
+    source_chars: dict[int, list[tuple[int, int]]] = {}
+    for s in node.spans:
+        a, b = starts[s.message] + s.start, starts[s.message] + s.end
+        source_chars.setdefault(s.source, []).append((a, b))
+        source_ranges.setdefault(s.source, []).append(char_to_token_range(offsets, ends, a, b))
+    return RenderedCall(
+        text=text,
+        input_ids=list(enc["input_ids"][:o_e]) if o_e > o_s else list(enc["input_ids"]),
+        output_range=(o_s, o_e),
+        source_ranges=source_ranges,
+        source_chars=source_chars,
+        method=method,
+    )

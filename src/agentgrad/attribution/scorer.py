@@ -1,0 +1,278 @@
+"""Teacher-forced, gradient-based scoring of recorded calls (GBC connection weights).
+
+For a call node the scorer renders the messages and the recorded output, and computes
+``g_t = d/d e_t sum_i log p(y_i)`` for every input token t after the prefix, where e_t is the
+input embedding (a detached leaf fed as ``inputs_embeds``) and y the output tokens. Parameters
+are frozen, and logits are computed only at the positions that predict the output.
+
+Two paths give the same numbers:
+- ``naive``: one gradient pass over the whole sequence (the reference);
+- ``cached``: the prefix (tokens before the first span: system prompt, tool schemas, template
+  header) runs once without gradients; its key/value cache is kept (LRU, keyed by the exact
+  prefix token ids, so by agent prompt and scorer) and reused, re-wrapped per use so that it is
+  never mutated. Only the variable part runs with gradients.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from agentgrad.attribution.graph import AttributionGraph, Edge
+from agentgrad.attribution.render import RenderedCall, render_call
+from agentgrad.attribution.weights import connection_weights
+from agentgrad.core.trace import Node, Trace
+from agentgrad.errors import ConfigError, ContextLengthError
+from agentgrad.models.hf import HFOptions, context_length, load_tokenizer_and_model
+
+
+@dataclass
+class SourceAttribution:
+    """One source (a predecessor node) of a call: its tokens and weights."""
+
+    source: int
+    kind: str
+    name: str
+    token_ranges: list[tuple[int, int]]
+    weights: dict[str, float]
+    positions: list[int] = field(default_factory=list)  # the source's token positions (union of ranges)
+    l1: list[float] = field(default_factory=list)  # ||g_t||_1 per position
+    gxi: list[float] = field(default_factory=list)  # g_t . e_t per position
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "kind": self.kind,
+            "name": self.name,
+            "token_ranges": [list(r) for r in self.token_ranges],
+            "weights": self.weights,
+            "token_scores": {"positions": self.positions, "l1": self.l1, "gxi": self.gxi},
+        }
+
+
+@dataclass
+class NodeAttribution:
+    """The scored view of one call node."""
+
+    node_id: int
+    agent: str
+    input_ids: list[int]
+    output_token_range: tuple[int, int]
+    sources: list[SourceAttribution]
+    mode: str  # "cached" or "naive"
+    prefix_tokens: int = 0
+    cache_hit: bool = False
+    log_prob: float = 0.0  # sum of log p(output tokens)
+    seconds: float = 0.0
+    skipped: str | None = None
+    render: str = "placeholder"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "agent": self.agent,
+            "input_ids": self.input_ids,
+            "output_token_range": list(self.output_token_range),
+            "sources": [s.to_dict() for s in self.sources],
+            "mode": self.mode,
+            "prefix_tokens": self.prefix_tokens,
+            "cache_hit": self.cache_hit,
+            "log_prob": self.log_prob,
+            "seconds": self.seconds,
+            "skipped": self.skipped,
+            "render": self.render,
+        }
+
+
+def rewrap_cache(cache: Any) -> Any:
+    """A cache object that shares the stored tensors but not the containers that ``update`` rebinds.
+
+    transformers' dynamic cache layers replace their ``keys``/``values`` with new tensors
+    (``torch.cat``) on every update; giving each use its own layer objects keeps the stored
+    prefix intact without copying a single tensor.
+    """
+    new = copy.copy(cache)
+    new.layers = [copy.copy(layer) for layer in cache.layers]
+    return new
+
+
+class Scorer:
+    """A white-box Hugging Face causal LM that scores recorded calls.
+
+    Args:
+        path: folder or hub id of the scorer model (or pass ``tokenizer`` and ``model``).
+        dtype: ``float32`` by default (bf16 gradients drift by percents).
+        device: where the scorer runs.
+        mode: ``cached`` (prefix cache, the default) or ``naive`` (the reference path).
+        on_too_long: ``error`` (default) or ``skip``: a call longer than the scorer's context
+            raises, or is recorded as skipped with the reason; never truncated silently.
+        cache_size: how many prefix caches are kept (least recently used go first).
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        tokenizer: Any = None,
+        model: Any = None,
+        dtype: str = "float32",
+        device: str = "cpu",
+        mode: Literal["cached", "naive"] = "cached",
+        on_too_long: Literal["error", "skip"] = "error",
+        cache_size: int = 32,
+        max_context: int | None = None,
+    ):
+        if mode not in ("cached", "naive"):
+            raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
+        if on_too_long not in ("error", "skip"):
+            raise ConfigError(f"on_too_long must be 'error' or 'skip', got {on_too_long!r}")
+        if model is None:
+            if path is None:
+                raise ConfigError("a Scorer needs a model path (or a tokenizer and model)")
+            opts = HFOptions(path=path, dtype=dtype, device=device)
+            tokenizer, model = load_tokenizer_and_model(opts)
+        checkpointing = getattr(model, "is_activation_checkpointing", None)
+        if checkpointing is None:
+            checkpointing = getattr(model, "is_gradient_checkpointing", False)
+        if checkpointing and mode == "cached":
+            raise ConfigError("gradient checkpointing drops the prefix cache; disable it or use mode='naive'")
+        model.eval()
+        model.requires_grad_(False)
+        self.tokenizer, self.model = tokenizer, model
+        self.path = path or getattr(model, "name_or_path", "")
+        self.dtype = str(next(model.parameters()).dtype).replace("torch.", "")
+        self.mode = mode
+        self.on_too_long = on_too_long
+        self.max_context = context_length(model, tokenizer, max_context)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self.cache_stats = {"hits": 0, "misses": 0}
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": str(self.path), "dtype": self.dtype, "device": str(self.device), "mode": self.mode,
+                "max_context": self.max_context}
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    # --- one call -------------------------------------------------------------------------
+    def attribute_node(self, trace: Trace, node: Node) -> NodeAttribution:
+        """Token-level gradients of ``node``'s output with respect to each of its sources."""
+        t0 = time.time()
+        r = render_call(self.tokenizer, node)
+        n_tokens = len(r.input_ids)
+        base = dict(node_id=node.id, agent=node.name, input_ids=r.input_ids, output_token_range=r.output_range,
+                    mode=self.mode, render=r.method)
+        if n_tokens > self.max_context:
+            msg = (f"node {node.id} (agent {node.name}) has {n_tokens:,} tokens; the scorer's context is "
+                   f"{self.max_context:,}")
+            if self.on_too_long == "error":
+                raise ContextLengthError(msg + " (record it as skipped with on_too_long='skip')")
+            return NodeAttribution(sources=[], skipped=msg, **base)
+        o_s, o_e = r.output_range
+        if o_e <= o_s or not r.source_ranges:
+            reason = "empty output" if o_e <= o_s else "no sources"
+            sources = [self._source(trace, src, ranges, [], None, None, 0) for src, ranges in r.source_ranges.items()]
+            return NodeAttribution(sources=sources, skipped=reason, **base)
+        grads, embeds, start, log_prob, hit = self._gradients(r)
+        # grads, embeds: (T - start, H) for positions start .. T-1
+        l1 = grads.abs().sum(-1)  # (T - start,)
+        gxi = (grads * embeds).sum(-1)  # (T - start,)
+        sources = [self._source(trace, src, ranges, ranges, l1, gxi, start) for src, ranges in r.source_ranges.items()]
+        return NodeAttribution(
+            sources=sources,
+            prefix_tokens=start,
+            cache_hit=hit,
+            log_prob=float(log_prob),
+            seconds=round(time.time() - t0, 4),
+            **base,
+        )
+
+    def _source(self, trace: Trace, src: int, ranges, scored_ranges, l1, gxi, start: int) -> SourceAttribution:
+        positions = sorted({t for a, b in scored_ranges for t in range(a, b)})
+        l1v = [float(l1[t - start]) for t in positions] if l1 is not None else []
+        gxv = [float(gxi[t - start]) for t in positions] if gxi is not None else []
+        node = trace.nodes[src]
+        return SourceAttribution(
+            source=src, kind=node.kind, name=node.name, token_ranges=list(ranges),
+            weights=connection_weights(l1v, gxv), positions=positions, l1=l1v, gxi=gxv,
+        )
+
+    def _gradients(self, r: RenderedCall) -> tuple[Any, Any, int, float, bool]:
+        import torch
+
+        ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
+        o_s, o_e = r.output_range
+        n_out = o_e - o_s
+        emb = self.model.get_input_embeddings()
+        start = r.variable_start if self.mode == "cached" else 0
+        hit = False
+        past = None
+        if start > 0:
+            past, hit = self._prefix_cache(ids[:start])
+        with torch.no_grad():
+            e = emb(ids[start:][None])  # (1, T - start, H)
+        leaf = e.detach().clone().requires_grad_(True)  # (1, T - start, H)
+        with torch.enable_grad():
+            out = self.model(
+                inputs_embeds=leaf,
+                past_key_values=past,
+                use_cache=past is not None,
+                logits_to_keep=n_out + 1,  # positions o_s - 1 .. o_e - 1; the last predicts nothing
+            )
+            logits = out.logits[0, :-1].float()  # (n_out, V): predictions of tokens o_s .. o_e - 1
+            targets = ids[o_s:o_e]  # (n_out,)
+            log_prob = logits.log_softmax(-1).gather(-1, targets[:, None]).sum()  # ()
+            (grad,) = torch.autograd.grad(log_prob, leaf)  # (1, T - start, H)
+        return grad[0].float(), e[0].float(), start, log_prob.item(), hit
+
+    def _prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
+        """The no-grad key/value cache of ``prefix`` (re-wrapped for one use), and whether it was kept."""
+        import torch
+
+        key = tuple(prefix.tolist())
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            self.cache_stats["hits"] += 1
+            return rewrap_cache(self._cache[key]), True
+        self.cache_stats["misses"] += 1
+        with torch.no_grad():
+            out = self.model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)
+        self._cache[key] = out.past_key_values
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return rewrap_cache(out.past_key_values), False
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    # --- a whole trace --------------------------------------------------------------------
+    def attribute(
+        self, trace: Trace, on_node: Callable[[NodeAttribution], None] | None = None
+    ) -> tuple[list[NodeAttribution], AttributionGraph]:
+        """Score every call node; return the per-node results and the attribution graph."""
+        results = []
+        for node in trace.calls():
+            res = self.attribute_node(trace, node)
+            results.append(res)
+            if on_node:
+                on_node(res)
+        return results, build_graph(trace, results)
+
+
+def build_graph(trace: Trace, results: list[NodeAttribution]) -> AttributionGraph:
+    """Weighted edges source -> call from scored nodes, plus structural edges call -> tool."""
+    nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
+    edges: list[Edge] = []
+    for res in results:
+        edges.extend(Edge(s.source, res.node_id, dict(s.weights)) for s in res.sources)
+    for n in trace.nodes:
+        if n.kind == "tool":
+            edges.extend(Edge(p, n.id, {k: 1.0 for k in ("mean_l1", "max_l1", "mean_gxi", "max_gxi")}, True)
+                         for p in n.parents)
+    edges.sort(key=lambda e: (e.target, e.source))
+    return AttributionGraph(nodes, edges)
