@@ -110,6 +110,9 @@ class Scorer:
         on_too_long: ``error`` (default) or ``skip``: a call longer than the scorer's context
             raises, or is recorded as skipped with the reason; never truncated silently.
         cache_size: how many prefix caches are kept (least recently used go first).
+        attn_implementation: passed to ``from_pretrained``. With ``eager`` the cached and naive
+            paths are bitwise equal; with ``sdpa`` (the default) they differ by kernel rounding
+            (about 1e-6 relative per token gradient in fp32).
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class Scorer:
         on_too_long: Literal["error", "skip"] = "error",
         cache_size: int = 32,
         max_context: int | None = None,
+        attn_implementation: str | None = None,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -132,7 +136,7 @@ class Scorer:
         if model is None:
             if path is None:
                 raise ConfigError("a Scorer needs a model path (or a tokenizer and model)")
-            opts = HFOptions(path=path, dtype=dtype, device=device)
+            opts = HFOptions(path=path, dtype=dtype, device=device, attn_implementation=attn_implementation)
             tokenizer, model = load_tokenizer_and_model(opts)
         checkpointing = getattr(model, "is_activation_checkpointing", None)
         if checkpointing is None:

@@ -29,6 +29,7 @@ class HFOptions(BaseModel):
     device_map: str | None = None
     trust_remote_code: bool = False
     max_context: int | None = Field(None, ge=1, description="override of the model's context length")
+    attn_implementation: str | None = Field(None, description="sdpa (default), eager, flash_attention_2, ...")
 
 
 _SHARED: dict[tuple[Any, ...], "HFModel"] = {}
@@ -57,6 +58,8 @@ def load_tokenizer_and_model(opts: HFOptions) -> tuple[Any, Any]:
         kwargs["dtype"] = "auto" if opts.dtype == "auto" else getattr(torch, opts.dtype)
         if opts.device_map:
             kwargs["device_map"] = opts.device_map
+        if opts.attn_implementation:
+            kwargs["attn_implementation"] = opts.attn_implementation
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except (OSError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
