@@ -183,9 +183,11 @@ class Scorer:
             sources = [self._source(trace, src, ranges, [], None, None, 0) for src, ranges in r.source_ranges.items()]
             return NodeAttribution(sources=sources, skipped=reason, **base)
         grads, embeds, start, log_prob, hit = self._gradients(r)
-        # grads, embeds: (T - start, H) for positions start .. T-1
-        l1 = grads.abs().sum(-1)  # (T - start,)
-        gxi = (grads * embeds).sum(-1)  # (T - start,)
+        # grads, embeds: (T - start, H) for positions start .. T-1. The reductions over the hidden
+        # dimension run in float64: g . e sums terms that largely cancel.
+        g64 = grads.double()
+        l1 = g64.abs().sum(-1)  # (T - start,)
+        gxi = (g64 * embeds.double()).sum(-1)  # (T - start,)
         sources = [self._source(trace, src, ranges, ranges, l1, gxi, start) for src, ranges in r.source_ranges.items()]
         return NodeAttribution(
             sources=sources,
@@ -232,7 +234,7 @@ class Scorer:
             targets = ids[o_s:o_e]  # (n_out,)
             log_prob = logits.log_softmax(-1).gather(-1, targets[:, None]).sum()  # ()
             (grad,) = torch.autograd.grad(log_prob, leaf)  # (1, T - start, H)
-        return grad[0].float(), e[0].float(), start, log_prob.item(), hit
+        return grad[0], e[0], start, log_prob.item(), hit
 
     def _prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
         """The no-grad key/value cache of ``prefix`` (re-wrapped for one use), and whether it was kept."""
