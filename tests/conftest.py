@@ -6,6 +6,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_cache(tmp_path_factory):
+    """Tiny models of the ``tiny`` backend are built into a temporary cache, not ~/.cache."""
+    old = os.environ.get("AGENTGRAD_CACHE")
+    os.environ["AGENTGRAD_CACHE"] = str(tmp_path_factory.mktemp("agentgrad-cache"))
+    yield
+    if old is None:
+        os.environ.pop("AGENTGRAD_CACHE", None)
+    else:
+        os.environ["AGENTGRAD_CACHE"] = old
+
+
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
     from agentgrad.testing import build_tiny_model

@@ -290,3 +290,19 @@ def test_graph_roundtrip(tmp_path, tiny_llama):
     graph.save(tmp_path / "g.json")
     back = AttributionGraph.load(tmp_path / "g.json")
     assert back.to_dict() == graph.to_dict()
+
+
+def test_cache_bounds_and_checkpointing_refused(tiny_llama):
+    sc = Scorer(str(tiny_llama), cache_size=2)
+    sc.attribute(pipeline_trace(tiny_llama))  # three agents, three prefixes
+    assert len(sc._cache) == 2 and sc.cache_stats["misses"] == 3
+    tiny_bytes = Scorer(str(tiny_llama), cache_bytes=1)
+    tiny_bytes.attribute(pipeline_trace(tiny_llama))
+    assert len(tiny_bytes._cache) == 1  # the newest is always kept
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    model.gradient_checkpointing_enable()
+    from agentgrad import ConfigError
+
+    with pytest.raises(ConfigError, match="gradient checkpointing"):
+        Scorer(tokenizer=None, model=model)
+    Scorer(tokenizer=None, model=model, mode="naive")  # the reference path does not use the cache

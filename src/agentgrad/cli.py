@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agentgrad.errors import AgentgradError
+from agentgrad.errors import AgentgradError, ConfigError
 
 app = typer.Typer(
     name="agentgrad",
@@ -172,30 +172,43 @@ def serve(
 
 
 @app.command()
+def optimize(
+    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to write."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory from its checkpoint."),
+    model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
+) -> None:
+    """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
+    from agentgrad.optim.run import run_optimize
+
+    if (out is None) == (resume is None):
+        raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
+    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console)
+
+
+@app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Run directory to write."),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Real weights instead of the tiny random model: a folder, hub id or openai:MODEL@URL."
+        None, "--model", help="Real weights instead of the tiny random model: a folder or hub id."
     ),
 ) -> None:
-    """Run the pipeline example end to end; with no --model, on a tiny random model built here."""
+    """The whole loop (run, attribute, backward, optimize, checkpoint) on the pipeline example."""
     from agentgrad.examples import PIPELINE
+    from agentgrad.optim.run import run_optimize
 
     if model is None:
-        from agentgrad.testing.tiny import build_tiny_model
-
-        model_dir = out.parent / f".{out.name}-tiny-model"
-        with console.status("building a tiny random model (offline)"):
-            build_tiny_model(model_dir)
-        model = str(model_dir)
         console.print(
-            "[yellow]note:[/yellow] the tiny model has random weights, so its answers are noise; this run shows "
-            "the machinery. For real answers: agentgrad demo --model Qwen/Qwen3-0.6B (or a local folder), or "
-            "--model openai:MODEL@http://HOST:PORT/v1 for any OpenAI-compatible server."
+            "[yellow]note:[/yellow] this demo runs on a tiny model with random weights, built here offline: its "
+            "answers are noise and nothing is learned; it shows the machinery. For real weights: agentgrad "
+            "optimize examples/pipeline/optimize.yaml --out runs/real --model default=Qwen/Qwen3-0.6B (a hub id or "
+            "folder); for an LLM optimizer on any OpenAI-compatible server, add it under models: and set "
+            "optimizer: {kind: llm, model: NAME}."
         )
-    run(PIPELINE / "system.yaml", inputs=PIPELINE / "inputs.jsonl", out=out, model=[f"default={model}"],
-        concurrency=1, resume=False)
-    console.print(f"traces in {out / 'traces'}; view one with: agentgrad trace show {out / 'traces' / '00000.json'}")
+    run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
+                 method=None, console=console)
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
 
 
 @app.command("backends")

@@ -109,7 +109,8 @@ class Scorer:
         mode: ``cached`` (prefix cache, the default) or ``naive`` (the reference path).
         on_too_long: ``error`` (default) or ``skip``: a call longer than the scorer's context
             raises, or is recorded as skipped with the reason; never truncated silently.
-        cache_size: how many prefix caches are kept (least recently used go first).
+        cache_size, cache_bytes: how many prefix caches are kept, and how many bytes they may
+            hold together (least recently used go first).
         attn_implementation: passed to ``from_pretrained``. With ``eager`` the cached and naive
             paths are bitwise equal; with ``sdpa`` (the default) they differ by kernel rounding
             (about 1e-6 relative per token gradient in fp32).
@@ -126,6 +127,7 @@ class Scorer:
         mode: Literal["cached", "naive"] = "cached",
         on_too_long: Literal["error", "skip"] = "error",
         cache_size: int = 32,
+        cache_bytes: int = 2 * 2**30,
         max_context: int | None = None,
         attn_implementation: str | None = None,
     ):
@@ -151,8 +153,9 @@ class Scorer:
         self.mode = mode
         self.on_too_long = on_too_long
         self.max_context = context_length(model, tokenizer, max_context)
-        self.cache_size = cache_size
+        self.cache_size, self.cache_bytes = cache_size, cache_bytes
         self._cache: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._cache_nbytes: dict[tuple[int, ...], int] = {}
         self.cache_stats = {"hits": 0, "misses": 0}
 
     def describe(self) -> dict[str, Any]:
@@ -248,13 +251,19 @@ class Scorer:
         self.cache_stats["misses"] += 1
         with torch.no_grad():
             out = self.model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)
-        self._cache[key] = out.past_key_values
-        while len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return rewrap_cache(out.past_key_values), False
+        cache = out.past_key_values
+        self._cache[key] = cache
+        self._cache_nbytes[key] = sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
+        while len(self._cache) > 1 and (
+            len(self._cache) > self.cache_size or sum(self._cache_nbytes.values()) > self.cache_bytes
+        ):
+            old, _ = self._cache.popitem(last=False)
+            del self._cache_nbytes[old]
+        return rewrap_cache(cache), False
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._cache_nbytes.clear()
 
     # --- a whole trace --------------------------------------------------------------------
     def attribute(

@@ -52,6 +52,14 @@ def _ensure_builtins() -> None:
 
         return OpenAIModel(name=name, **o)
 
+    def tiny(name: str, **o: Any) -> LanguageModel:
+        from agentgrad.models.hf import HFModel
+        from agentgrad.testing.tiny import cached_tiny_model
+
+        path = cached_tiny_model(arch=o.pop("arch", "llama"), seed=o.pop("seed", 0))
+        return HFModel.shared(name=name, path=str(path), **o)
+
     _BACKENDS.setdefault("fake", fake)
+    _BACKENDS.setdefault("tiny", tiny)
     _BACKENDS.setdefault("hf", hf)
     _BACKENDS.setdefault("openai", openai)

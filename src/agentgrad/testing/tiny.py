@@ -7,6 +7,9 @@ serves real weights is exercised without downloading anything.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +161,29 @@ def build_tiny_model(
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+def cache_dir() -> Path:
+    """Where built tiny models are kept: ``$AGENTGRAD_CACHE`` or ``~/.cache/agentgrad``."""
+    return Path(os.environ.get("AGENTGRAD_CACHE") or Path.home() / ".cache" / "agentgrad")
+
+
+def cached_tiny_model(arch: str = "llama", seed: int = 0) -> Path:
+    """The tiny model for (arch, seed), built once and reused (the ``tiny`` model backend).
+
+    Built into a temporary folder and renamed into place, so concurrent builders and crashes
+    never leave a half-written model behind.
+    """
+    if arch not in ARCHS:
+        raise ConfigError(f"unknown tiny architecture {arch!r}; valid: {', '.join(ARCHS)}")
+    final = cache_dir() / "tiny" / f"{arch}-seed{seed}"
+    if (final / "config.json").exists() and (final / "model.safetensors").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{arch}-seed{seed}-", dir=final.parent))
+    build_tiny_model(tmp, arch=arch, seed=seed)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # built meanwhile by another process
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

@@ -1,0 +1,287 @@
+"""What attribution costs: teacher-forced forward vs naive gradients vs prefix-cached gradients vs
+gradients kept through generation (as the paper's reference code does).
+
+A Llama-shaped random model of about 100M parameters scores one call: a prompt of P tokens (the
+prefix: system prompt, tool schemas), three predecessor outputs of 100 tokens each, and a
+100-token output. For P = 1,000 and P = 4,000 it prints time and peak extra memory of
+
+  (a) one no-grad teacher-forced forward over the whole call,
+  (b) the naive gradient pass (agentgrad's reference path, Scorer(mode="naive")),
+  (c) the prefix-cached gradient pass, the prefix cache already built by an earlier call of the
+      same agent (Scorer(mode="cached"), what agentgrad runs by default),
+  (d) generating the 100 output tokens with autograd on, then one backward pass,
+
+and the ratios (b)/(a), (c)/(a), (c)/(b), (d)/(c). Each measurement runs in its own process:
+time is the median of the timed runs after a warm-up; peak extra memory, measured in another
+process, is the peak of one run minus what was allocated before it (model, and for (c) the prefix
+cache): CUDA's allocator statistics on a GPU; on CPU the resident set size sampled every
+millisecond, with glibc told to return freed blocks of 64 KiB and more to the OS (which slows
+allocation, hence the separate process for timing).
+
+    python benchmarks/attribution_cost.py                  # CPU
+    python benchmarks/attribution_cost.py --device cuda    # GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+PRED, OUT = 100, 100
+CASES = ("a", "b", "c", "d")
+LABELS = {
+    "a": "(a) no-grad forward",
+    "b": "(b) naive gradient",
+    "c": "(c) prefix-cached gradient",
+    "d": "(d) gradient through generation",
+}
+
+
+def build_model(device: str, dtype: str, layers: int):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=layers,
+        num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=8192, tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=getattr(torch, dtype)).eval()
+    model.requires_grad_(False)
+    return model
+
+
+class PeakMemory:
+    """Peak memory above the level at start, on CUDA (allocator) or CPU (sampled RSS)."""
+
+    def __init__(self, device: str):
+        self.cuda = device.startswith("cuda")
+        self.peak = 0
+
+    @staticmethod
+    def _rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def __enter__(self):
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+        else:
+            self.base = self._rss()
+            self._stop = threading.Event()
+            self._max = self.base
+
+            def sample():
+                while not self._stop.is_set():
+                    self._max = max(self._max, self._rss())
+                    time.sleep(0.001)
+
+            self._thread = threading.Thread(target=sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated() - self.base
+        else:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self._max, self._rss()) - self.base
+
+
+def measure(case: str, prompt: int, device: str, dtype: str, layers: int, repeats: int, what: str) -> dict:
+    """Time (median over ``repeats`` after one warm-up), or peak extra memory of one run, of one case."""
+    import torch
+
+    from agentgrad.attribution.render import RenderedCall
+    from agentgrad.attribution.scorer import Scorer
+
+    model = build_model(device, dtype, layers)
+    n_params = sum(p.numel() for p in model.parameters())
+    T = prompt + 3 * PRED + OUT
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (T,), generator=gen).tolist()
+    call = RenderedCall(
+        text="",
+        input_ids=ids,
+        output_range=(prompt + 3 * PRED, T),
+        source_ranges={i + 1: [(prompt + i * PRED, prompt + (i + 1) * PRED)] for i in range(3)},
+    )
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    ids_t = torch.tensor([ids], device=device)  # (1, T)
+
+    if case == "a":
+        def run():
+            with torch.no_grad():
+                model(input_ids=ids_t, use_cache=False, logits_to_keep=OUT + 1)
+    elif case in ("b", "c"):
+        scorer = Scorer(tokenizer=None, model=model, mode="naive" if case == "b" else "cached")
+        if case == "c":
+            scorer._gradients(call)  # an earlier call of the same agent built the prefix cache
+
+        def run():
+            scorer._gradients(call)
+    else:
+        emb = model.get_input_embeddings()
+        ctx = ids_t[:, : prompt + 3 * PRED]  # (1, T - OUT): what the agent read
+
+        def run():
+            with torch.enable_grad():
+                leaf = emb(ctx).detach().requires_grad_(True)  # (1, T - OUT, H)
+                out = model(inputs_embeds=leaf, use_cache=True, logits_to_keep=1)
+                past, logits = out.past_key_values, out.logits[:, -1].float()  # (1, V)
+                total = 0.0
+                for _ in range(OUT):
+                    nxt = logits.argmax(-1)  # (1,) greedy
+                    total = total + logits.log_softmax(-1)[0, nxt[0]]
+                    out = model(inputs_embeds=emb(nxt)[:, None], past_key_values=past, use_cache=True)
+                    past, logits = out.past_key_values, out.logits[:, -1].float()
+                total.backward()
+
+    run()  # warm-up (allocator, kernels)
+    sync()
+    out = {"case": case, "prompt": prompt, "params": n_params, "tokens": T}
+    if what == "memory":
+        with PeakMemory(device) as mem:
+            run()
+        return out | {"peak_extra_bytes": mem.peak}
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return out | {"seconds": statistics.median(times), "all_seconds": times}
+
+
+def kv_copies_bytes(prompt: int, layers: int, dtype: str) -> int:
+    """What (d) keeps for backward: each generated token's attention saves the whole K and V."""
+    width = 768 * (2 if dtype in ("bfloat16", "float16") else 4)
+    return sum(2 * layers * (prompt + 3 * PRED + i) * width for i in range(OUT))
+
+
+def child(args) -> None:
+    limit = int(os.environ.get("AGENTGRAD_BENCH_MEM_LIMIT", "0"))
+    if limit:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))  # fail cleanly instead of the OOM killer
+    try:
+        res = measure(args.case, args.prompt, args.device, args.dtype, args.layers, args.repeats, args.what)
+    except (RuntimeError, MemoryError) as e:  # torch's CPU and CUDA out-of-memory errors
+        if "memory" not in str(e).lower() and not isinstance(e, MemoryError):
+            raise
+        res = {"case": args.case, "prompt": args.prompt, "oom": True, "error": str(e).splitlines()[0][:200]}
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--layers", type=int, default=10, help="10 layers of width 768: about 120M parameters")
+    ap.add_argument("--prompts", default="1000,4000", help="prompt lengths (comma-separated)")
+    ap.add_argument("--repeats", type=int, default=2, help="timed runs per case (median), after one warm-up")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--case", help=argparse.SUPPRESS)
+    ap.add_argument("--prompt", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--what", default="time", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.case:
+        return child(args)
+
+    env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
+    limit = 0
+    if not args.device.startswith("cuda"):  # address-space limits and CUDA do not mix
+        limit = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.85)
+        env["AGENTGRAD_BENCH_MEM_LIMIT"] = str(limit)
+
+    def child_run(case: str, prompt: int, what: str) -> dict:
+        cmd = [sys.executable, __file__, "--case", case, "--prompt", str(prompt), "--device", args.device,
+               "--dtype", args.dtype, "--layers", str(args.layers), "--repeats", str(args.repeats), "--what", what]
+        e = dict(env, MALLOC_MMAP_THRESHOLD_="65536") if what == "memory" else env
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=e)
+        line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+        if proc.returncode or not line:
+            sys.exit(f"case {case} ({what}) at prompt {prompt} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(line[0][7:])
+
+    results: dict[int, dict[str, dict]] = {}
+    for prompt in [int(p) for p in args.prompts.split(",")]:
+        results[prompt] = {}
+        for case in CASES:
+            r = child_run(case, prompt, "time")
+            if not r.get("oom"):
+                mem = child_run(case, prompt, "memory")
+                r = r | mem if not mem.get("oom") else mem
+            results[prompt][case] = r
+            if r.get("oom"):
+                print(f"  measured {LABELS[case]:34s} prompt {prompt:5d}: out of memory within "
+                      f"{limit / 2**30:.1f} GiB (it keeps about {kv_copies_bytes(prompt, args.layers, args.dtype) / 2**30:.1f}"
+                      f" GiB of key/value copies for backward)", flush=True)
+                continue
+            print(f"  measured {LABELS[case]:34s} prompt {prompt:5d}: {r['seconds']:8.3f} s, "
+                  f"{r['peak_extra_bytes'] / 2**20:8.1f} MiB", flush=True)
+
+    def fmt(r: dict, key: str, scale: float = 1.0) -> str:
+        return f"{'OOM':>15s}" if r.get("oom") else f"{r[key] / scale:15.3f}"
+
+    def ratio(rx: dict, ry: dict, key: str) -> str:
+        if rx.get("oom") or ry.get("oom") or not ry[key]:
+            return f"{'n/a':>15s}"
+        return f"{rx[key] / ry[key]:15.3f}"
+
+    first = next(iter(results.values()))["a"]
+    print(f"\nmodel: Llama-shaped, {first['params'] / 1e6:.0f}M parameters, {args.dtype}, device {args.device}; "
+          f"call = prompt + 3 x {PRED} predecessor tokens + {OUT} output tokens")
+    header = f"{'':36s}" + "".join(f"{'prompt ' + str(p):>30s}" for p in results)
+    print(header)
+    print(f"{'':36s}" + "".join(f"{'time (s)':>15s}{'peak extra MiB':>15s}" for _ in results))
+    for case in CASES:
+        row = f"{LABELS[case]:36s}"
+        for p in results:
+            r = results[p][case]
+            row += fmt(r, "seconds") + fmt(r, "peak_extra_bytes", 2**20)
+        print(row)
+    print()
+    ratios = [("(b)/(a)", "b", "a"), ("(c)/(a)", "c", "a"), ("(c)/(b)", "c", "b"), ("(d)/(c)", "d", "c")]
+    print(f"{'ratio':36s}" + "".join(f"{'time':>15s}{'memory':>15s}" for _ in results))
+    for name, x, y in ratios:
+        row = f"{name:36s}"
+        for p in results:
+            rx, ry = results[p][x], results[p][y]
+            row += ratio(rx, ry, "seconds") + ratio(rx, ry, "peak_extra_bytes")
+        print(row)
+    print()
+    targets = []
+    if 1000 in results:
+        v = results[1000]["c"]["seconds"] / results[1000]["a"]["seconds"]
+        targets.append(("(c)/(a) time at prompt 1000 <= 0.9", v, v <= 0.9))
+    if 4000 in results:
+        v = results[4000]["c"]["seconds"] / results[4000]["a"]["seconds"]
+        targets.append(("(c)/(a) time at prompt 4000 <= 0.4", v, v <= 0.4))
+        m = results[4000]["c"]["peak_extra_bytes"] / results[4000]["b"]["peak_extra_bytes"]
+        targets.append(("(c) peak memory <= 0.5 x (b) at prompt 4000", m, m <= 0.5))
+    for name, v, ok in targets:
+        print(f"target {name:45s} measured {v:6.3f}  {'MET' if ok else 'NOT MET'}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": args.device, "dtype": args.dtype, "results": results,
+                       "targets": [{"target": n, "value": v, "met": ok} for n, v, ok in targets]}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

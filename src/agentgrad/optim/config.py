@@ -1,0 +1,90 @@
+"""The optimisation run's configuration (``agentgrad optimize CONFIG.yaml``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentgrad.config import ModelSpec, load_system_config, read_yaml, validate
+
+
+class ScorerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field("default", description="a model of the system (hf or tiny backend)")
+    path: str | None = Field(None, description="or a separate scorer (surrogate): folder or hub id")
+    method: str = "mean_l1"
+    top_k: int = Field(1, ge=1)
+    max_paths: int = Field(16, ge=1)
+    dtype: str = "float32"
+    device: str = "cpu"
+    on_too_long: Literal["error", "skip"] = "skip"
+
+
+class OptimizerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["deterministic", "llm"] = "deterministic"
+    model: str | None = Field(None, description="name of a model under models: (llm optimizer)")
+    max_attempts: int = Field(3, ge=1)
+    max_chars: int = Field(8000, ge=100)
+    max_new_tokens: int = Field(4096, ge=16)
+
+
+class ValidateConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(4, ge=1, description="examples of the validation split scored per step")
+    tolerance: float = Field(0.0, ge=0.0, description="largest score drop still accepted")
+
+
+class RenderConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_node_chars: int = Field(300, ge=20)
+    max_chars: int = Field(6000, ge=200)
+
+
+class TrainerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    samples: int = Field(30, ge=1, description="training examples used (the paper: 30)")
+    step_every: int = Field(3, ge=1, description="an optimizer step every N samples (the paper: 3)")
+    seed: int = 0
+    validation: ValidateConfig | None = Field(None, alias="validate", description="the validation gate")
+    history: int = Field(5, ge=0, description="earlier steps shown to the optimizer")
+    render: RenderConfig = Field(default_factory=RenderConfig)
+
+
+class OptimizeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = "pipeline"
+    system: str = Field(..., description="system YAML, relative to this file")
+    data: dict[str, str] = Field(default_factory=dict, description="split -> JSONL, relative to this file")
+    models: dict[str, ModelSpec] = Field(default_factory=dict, description="added to / replacing the system's")
+    scorer: ScorerConfig = Field(default_factory=ScorerConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+
+    def digest(self) -> str:
+        """A hash of everything that determines the run (a resumed run must not change it)."""
+        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_optimize_config(path: str | Path) -> tuple[OptimizeConfig, Path]:
+    path = Path(path)
+    cfg = validate(OptimizeConfig, read_yaml(path), str(path))
+    return cfg, path.parent
+
+
+def resolve_system(cfg: OptimizeConfig, base: Path) -> Any:
+    """The system configuration with this run's model entries merged in."""
+    sys_cfg = load_system_config((base / cfg.system))
+    for name, spec in cfg.models.items():
+        sys_cfg.models[name] = spec
+    return sys_cfg

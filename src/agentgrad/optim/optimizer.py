@@ -1,0 +1,177 @@
+"""Prompt optimizers: an LLM that rewrites the blamed agents' prompts, and a deterministic baseline.
+
+Both return new prompts for the blamed agents only. The LLM's reply is validated (it parses as
+JSON, names only blamed agents, leaves no prompt empty, keeps protected spans verbatim, stays
+under a length cap); a rejected reply is retried with the reason, and after ``max_attempts``
+the step is skipped (the caller logs it) and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentgrad.backward import VerbalLoss, cut
+from agentgrad.core.agent import Prompt
+from agentgrad.errors import AgentgradError
+from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.optim import prompts as T
+
+
+class UpdateError(ValueError):
+    """An optimizer reply that cannot be used; the message says what was wrong."""
+
+
+@dataclass
+class StepInput:
+    """What an optimizer sees at one step."""
+
+    prompts: dict[str, Prompt]  # every agent's current prompt
+    tools: dict[str, list[str]]  # every agent's tool names
+    blamed: list[str]  # the agents it may change
+    feedback: str  # rendered trajectories and losses
+    losses: list[VerbalLoss]
+    excerpts: dict[str, list[str]] = field(default_factory=dict)  # agent -> its outputs on failure paths
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class StepResult:
+    prompts: dict[str, str]  # new prompts (blamed agents only)
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)
+    skipped: bool = False
+
+
+class Optimizer(Protocol):
+    def step(self, inp: StepInput) -> StepResult: ...
+
+
+def parse_reply(text: str) -> Any:
+    """The JSON object in an LLM reply (code fences and prose around it are allowed)."""
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
+    candidate = fenced.group(1) if fenced else text[text.find("{") : text.rfind("}") + 1]
+    try:
+        return json.loads(candidate)
+    except json.JSONDecodeError as e:
+        raise UpdateError(f"the reply is not JSON ({e.msg}); received: {cut(text.strip(), 200)!r}") from None
+
+
+def validate_update(reply: Any, inp: StepInput, max_chars: int) -> dict[str, str]:
+    """The new prompts of a parsed reply, or :class:`UpdateError` saying what is wrong."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("prompts"), dict):
+        raise UpdateError('the reply must be an object {"prompts": {agent: prompt}}')
+    new = reply["prompts"]
+    unknown = [a for a in new if a not in inp.prompts]
+    if unknown:
+        raise UpdateError(f"names unknown agent(s) {', '.join(map(repr, unknown))}; known: {', '.join(inp.prompts)}")
+    extra = [a for a in new if a not in inp.blamed]
+    if extra:
+        raise UpdateError(f"changes agent(s) {', '.join(extra)}, which were not blamed; only {', '.join(inp.blamed)}")
+    out = {}
+    for agent, text in new.items():
+        if not isinstance(text, str) or not text.strip():
+            raise UpdateError(f"the prompt of {agent!r} is empty")
+        missing = inp.prompts[agent].missing_protected(text)
+        if missing:
+            raise UpdateError(f"the prompt of {agent!r} dropped protected text {missing[0]!r}")
+        if len(text) > max_chars:
+            raise UpdateError(f"the prompt of {agent!r} has {len(text):,} characters; the cap is {max_chars:,}")
+        out[agent] = text
+    return out
+
+
+def render_history(history: list[dict[str, Any]]) -> str:
+    if not history:
+        return "(none yet)"
+    return "\n".join(
+        T.HISTORY_LINE.format(step=h["step"], agents=", ".join(h["agents"]) or "none", before=h.get("before"),
+                              after=h.get("after"), verdict="kept" if h.get("accepted") else "rolled back")
+        for h in history
+    )
+
+
+class PromptOptimizer:
+    """An LLM (any backend) that rewrites the blamed agents' prompts.
+
+    Args:
+        model: the optimizer LLM.
+        max_attempts: replies tried per step before the step is skipped.
+        max_chars: length cap of a new prompt.
+        settings: decoding settings of the optimizer.
+    """
+
+    def __init__(self, model: LanguageModel, max_attempts: int = 3, max_chars: int = 8000,
+                 settings: GenerationSettings | None = None):
+        self.model = model
+        self.max_attempts = max_attempts
+        self.max_chars = max_chars
+        self.settings = settings or GenerationSettings(max_new_tokens=4096)
+
+    def messages(self, inp: StepInput) -> list[dict[str, Any]]:
+        agents = "\n\n".join(
+            T.AGENT_BLOCK.format(name=n, tools=", ".join(inp.tools.get(n, [])) or "none", prompt=p.text)
+            for n, p in inp.prompts.items()
+        )
+        protected = "; ".join(repr(s) for a in inp.blamed for s in inp.prompts[a].protected) or "(none)"
+        user = T.OPTIMIZER_USER.format(agents=agents, trajectories=inp.feedback, history=render_history(inp.history),
+                                       blamed=", ".join(inp.blamed), protected=protected, max_chars=self.max_chars)
+        return [{"role": "system", "content": T.OPTIMIZER_SYSTEM}, {"role": "user", "content": user}]
+
+    def step(self, inp: StepInput) -> StepResult:
+        msgs = self.messages(inp)
+        errors: list[str] = []
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                reply = self.model.generate(msgs, None, self.settings).text
+            except AgentgradError as e:  # the optimizer model failed: skip the step, keep the run
+                errors.append(f"optimizer model failed: {e}")
+                break
+            try:
+                return StepResult(validate_update(parse_reply(reply), inp, self.max_chars), attempt, errors)
+            except UpdateError as e:
+                errors.append(str(e))
+                msgs = msgs + [{"role": "assistant", "content": reply},
+                               {"role": "user", "content": T.OPTIMIZER_RETRY.format(error=e, blamed=", ".join(inp.blamed))}]
+        return StepResult({}, len(errors), errors, skipped=True)
+
+
+def add_warning(prompt: str, bullets: list[str]) -> str:
+    """``prompt`` with ``bullets`` added to its "## Warning" section (created if absent), no duplicates."""
+    lines = prompt.rstrip("\n").split("\n")
+    if T.WARNING_HEADER not in lines:
+        lines += ["", T.WARNING_HEADER]
+    at = lines.index(T.WARNING_HEADER) + 1
+    while at < len(lines) and lines[at].startswith("- "):
+        at += 1
+    existing = set(lines)
+    new = [T.WARNING_BULLET.format(rule=b) for b in bullets]
+    new = [b for b in dict.fromkeys(new) if b not in existing]
+    return "\n".join(lines[:at] + new + lines[at:]) + "\n"
+
+
+class DeterministicOptimizer:
+    """No LLM: appends each loss, condensed, as a Warning bullet to the blamed agents' prompts.
+
+    The baseline for ablations (is the LLM surgeon needed?) and the demo's optimizer.
+    """
+
+    def __init__(self, max_chars: int = 8000, bullet_chars: int = 160):
+        self.max_chars = max_chars
+        self.bullet_chars = bullet_chars
+
+    def step(self, inp: StepInput) -> StepResult:
+        out = {}
+        for agent in inp.blamed:
+            bullets = []
+            for i, loss in enumerate(inp.losses):
+                rule = " ".join(loss.text.split())
+                example = inp.excerpts.get(agent, [])
+                case = f" (e.g. you wrote {cut(' '.join(example[i % len(example)].split()), 60)!r})" if example else ""
+                bullets.append(f"Avoid: {cut(rule, self.bullet_chars)}{case}")
+            text = add_warning(inp.prompts[agent].text, bullets)
+            if len(text) <= self.max_chars and text != inp.prompts[agent].text:
+                out[agent] = text
+        return StepResult(out)

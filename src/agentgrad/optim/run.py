@@ -1,0 +1,102 @@
+"""``agentgrad optimize``: build task, scorer and optimizer from a configuration and run the trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentgrad.attribution.scorer import Scorer
+from agentgrad.attribution.weights import get_method
+from agentgrad.config import apply_model_override
+from agentgrad.core.graph_system import topological_levels
+from agentgrad.errors import ConfigError
+from agentgrad.models.base import GenerationSettings
+from agentgrad.models.hf import HFModel
+from agentgrad.models.registry import create_model
+from agentgrad.optim.config import OptimizeConfig, load_optimize_config, resolve_system
+from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
+from agentgrad.optim.tasks import get_task
+from agentgrad.optim.trainer import Trainer
+from agentgrad.runs.rundir import RunDir
+
+
+def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
+    sc = cfg.scorer
+    kw = dict(mode="cached", on_too_long=sc.on_too_long)
+    if sc.path:
+        return Scorer(sc.path, dtype=sc.dtype, device=sc.device, **kw)
+    model = models.get(sc.model or "")
+    if not isinstance(model, HFModel):
+        raise ConfigError(
+            f"scorer.model {sc.model!r} must name an hf or tiny model of the system (found "
+            f"{type(model).__name__ if model else 'none'}); give scorer.path for a separate white-box scorer"
+        )
+    return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path, **kw)
+
+
+def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
+    oc = cfg.optimizer
+    if oc.kind == "deterministic":
+        return DeterministicOptimizer(max_chars=oc.max_chars)
+    if not oc.model or oc.model not in models:
+        raise ConfigError(f"optimizer.model {oc.model!r} is not a model under models: ({', '.join(models)})")
+    return PromptOptimizer(models[oc.model], oc.max_attempts, oc.max_chars,
+                           GenerationSettings(max_new_tokens=oc.max_new_tokens))
+
+
+def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], method: str | None,
+                 console: Console) -> dict[str, Any]:
+    cfg, base = load_optimize_config(config)
+    if method:
+        cfg.scorer.method = method
+    get_method(cfg.scorer.method)
+    sys_cfg = resolve_system(cfg, base)
+    for o in overrides:
+        apply_model_override(sys_cfg, o)
+        cfg.models[o.partition("=")[0]] = sys_cfg.models[o.partition("=")[0]]
+    topological_levels(sys_cfg)
+    run_dir = RunDir(out, resume=resume)
+    run_dir.write_config(cfg.model_dump(mode="json") | {"resolved_system": sys_cfg.model_dump(mode="json")})
+    with console.status("loading models"):
+        models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in sys_cfg.models.items()}
+    task = get_task(cfg.task)(sys_cfg, {k: base / v for k, v in cfg.data.items()}, models)
+    scorer = build_scorer(cfg, models)
+    optimizer = build_optimizer(cfg, models)
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console)
+    state = {"step": 0, "accepted": 0, "rejected": 0, "score": None}
+
+    def on_event(e: dict[str, Any]) -> None:
+        if e["event"] == "sample":
+            progress.advance(bar)
+        elif e["event"] == "step":
+            state["step"] = e["step"]
+            state["accepted"] += e.get("accepted") is True
+            state["rejected"] += e.get("accepted") is False
+            state["score"] = e.get("val_after", e.get("train_score"))
+            blamed = ", ".join(f"{a} x{n}" for a, n in e["blamed"].items()) or "none"
+            verdict = {True: "accepted", False: "rolled back", None: "no change"}[e.get("accepted")]
+            progress.console.print(
+                f"step {e['step']}: train score {e['train_score']:.2f}, blamed {blamed}, {verdict}, "
+                f"update frequency {e.get('update_frequency', 0):.2f}"
+                + (f", validation {e['val_before']:.2f} -> {e['val_after']:.2f}" if e.get("val_after") is not None else "")
+            )
+        score = "-" if state["score"] is None else f"{state['score']:.2f}"
+        progress.update(bar, description=f"step {state['step']} | score {score} | "
+                                         f"accepted {state['accepted']} rejected {state['rejected']}")
+
+    trainer = Trainer(task, scorer, optimizer, cfg.trainer, run_dir, cfg.scorer.method, cfg.scorer.top_k,
+                      cfg.scorer.max_paths, cfg.digest(), on_event)
+    with progress:
+        bar = progress.add_task("samples", total=len(trainer.train))
+        final = trainer.fit()
+    console.print(
+        f"done: {final['steps']} steps, {final['accepted']} accepted, {final['rejected']} rolled back; "
+        f"train score {final['train_score']:.3f}"
+        + (f", validation score {final['val_score']:.3f}" if final["val_score"] is not None else "")
+    )
+    return final

@@ -1,0 +1,260 @@
+"""The optimisation loop: run, score, attribute failures, backward, step, gate, checkpoint.
+
+Per sample: run the system, score it with the task's metric, build the loss; for a failure,
+attribute the trace (GBC) and walk the loss backward to trajectories. Every ``step_every``
+samples: the optimizer rewrites the blamed agents' prompts; an optional validation gate keeps
+them only if the validation score does not drop by more than a tolerance; then a checkpoint is
+written atomically. A run killed at any point resumes from its last checkpoint and, with
+deterministic backends, ends exactly as an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.attribution.io import attribution_record
+from agentgrad.attribution.scorer import Scorer
+from agentgrad.backward import Trajectory, VerbalLoss, backward, blamed_agents, cut, render_trajectories
+from agentgrad.core.agent import Prompt
+from agentgrad.core.system import System
+from agentgrad.core.trace import write_json_atomic
+from agentgrad.errors import AgentgradError, RunError
+from agentgrad.optim.config import TrainerConfig
+from agentgrad.optim.optimizer import Optimizer, StepInput
+from agentgrad.optim.tasks import Task
+from agentgrad.runs.rundir import RunDir
+
+CHECKPOINT_VERSION = 1
+
+
+def get_prompts(system: System) -> dict[str, Prompt]:
+    return {n: a.prompt for n, a in system.agents().items()}  # type: ignore[misc]
+
+
+def set_prompts(system: System, prompts: dict[str, str]) -> None:
+    agents = system.agents()
+    for name, text in prompts.items():
+        agents[name].prompt = agents[name].prompt.replace(text)  # type: ignore[union-attr]
+
+
+@dataclass
+class Collected:
+    """What one failed sample contributes to the next step."""
+
+    sample: str
+    trajectories: list[Trajectory]
+    loss: VerbalLoss
+    rendered: str
+    excerpts: dict[str, list[str]]
+    agents: list[str]  # every agent that made a call in the failed episode
+
+
+class Trainer:
+    """Runs the optimisation loop of a task into a run directory.
+
+    Args:
+        task: dataset, system, metric and losses.
+        scorer: the white-box scorer for attribution.
+        optimizer: rewrites prompts (LLM or deterministic).
+        cfg: samples, step size, seed, validation gate, rendering limits.
+        run_dir: where everything is written; ``RunDir(resume=True)`` to continue a run.
+        method, top_k, max_paths: the blame method and backward's settings.
+        config_digest: identifies the configuration; a resumed run must have the same.
+        on_event: called with every logged event (for progress displays).
+    """
+
+    def __init__(self, task: Task, scorer: Scorer, optimizer: Optimizer, cfg: TrainerConfig, run_dir: RunDir,
+                 method: str = "mean_l1", top_k: int = 1, max_paths: int = 16, config_digest: str = "",
+                 on_event: Callable[[dict[str, Any]], None] | None = None):
+        self.task, self.scorer, self.optimizer, self.cfg, self.run_dir = task, scorer, optimizer, cfg, run_dir
+        self.method, self.top_k, self.max_paths = method, top_k, max_paths
+        self.digest = config_digest
+        self.on_event = on_event
+        self.system = task.build_system()
+        self.rng = random.Random(cfg.seed)
+        train = task.examples("train")
+        order = list(range(len(train)))
+        random.Random(cfg.seed).shuffle(order)  # the sample order depends on the seed only
+        self.train = [train[i] for i in order[: cfg.samples]]
+        self.val = task.examples("val")[: cfg.validation.size] if cfg.validation else []
+
+    # --- paths and events -------------------------------------------------------------------
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.run_dir.path / "checkpoint.json"
+
+    def log(self, event: str, **fields: Any) -> None:
+        record = self.run_dir.log(event, **fields)
+        if self.on_event:
+            self.on_event(record)
+
+    def _save_prompts(self, step: int, prompts: dict[str, str]) -> None:
+        write_json_atomic(self.run_dir.path / "prompts" / f"step-{step:04d}.json", prompts)
+
+    # --- state --------------------------------------------------------------------------------
+    def _state(self, next_sample: int, step: int, val_score: float | None, history: list, scores: dict,
+               accepted: int, rejected: int) -> dict[str, Any]:
+        version, internal, gauss = self.rng.getstate()
+        return {
+            "version": CHECKPOINT_VERSION, "config": self.digest, "next_sample": next_sample, "step": step,
+            "prompts": {n: p.text for n, p in get_prompts(self.system).items()}, "val_score": val_score,
+            "history": history, "train_scores": scores, "accepted": accepted, "rejected": rejected,
+            "rng": {"python": [version, list(internal), gauss]},
+        }
+
+    def _load(self) -> dict[str, Any] | None:
+        if not self.checkpoint_path.exists():
+            return None
+        try:
+            state = json.loads(self.checkpoint_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise RunError(f"cannot read {self.checkpoint_path}: {e}") from None
+        if state.get("version") != CHECKPOINT_VERSION:
+            raise RunError(f"{self.checkpoint_path} has version {state.get('version')!r}; expected {CHECKPOINT_VERSION}")
+        if self.digest and state.get("config") != self.digest:
+            raise RunError(f"the configuration changed since {self.run_dir.path} started; resume with the same one")
+        version, internal, gauss = state["rng"]["python"]
+        self.rng.setstate((version, tuple(internal), gauss))
+        set_prompts(self.system, state["prompts"])
+        return state
+
+    # --- one sample -----------------------------------------------------------------------------
+    def run_sample(self, example: dict[str, Any]) -> tuple[float, Collected | None]:
+        sid = str(example["id"])
+        seed = self.rng.randrange(2**31)  # drawn for every sample, so the sequence never shifts
+        try:
+            ep = self.system.run(example, id=sid)
+        except AgentgradError as e:  # a user-level failure of one episode is logged, not fatal
+            self.log("sample_failed", sample=sid, error=str(e))
+            return 0.0, None
+        score = self.task.metric(example, ep.output, ep.trace)
+        loss = self.task.loss(example, ep.output, ep.trace, score)
+        collected = None
+        if loss is not None:
+            loss.attach(ep.trace)
+            results, graph = self.scorer.attribute(ep.trace)
+            trajs = backward(graph, loss, self.top_k, self.method, seed, self.max_paths)
+            record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
+                                        f"traces/{sid}.json")
+            record["loss"] = loss.to_dict()
+            record["trajectories"] = [t.to_dict() for t in trajs]
+            write_json_atomic(self.run_dir.path / "attribution" / f"{sid}.json", record)
+            excerpts: dict[str, list[str]] = {}
+            for t in trajs:
+                for n in t.nodes:
+                    node = ep.trace.nodes[n]
+                    if node.kind == "call":
+                        excerpts.setdefault(node.name, []).append(node.text)
+            rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
+            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}))
+        ep.trace.save(self.run_dir.path / "traces" / f"{sid}.json")
+        self.log("sample", sample=sid, score=score.value, passed=score.passed,
+                 blamed=sorted({a for t in (collected.trajectories if collected else []) for a in t.agents}))
+        return score.value, collected
+
+    def evaluate(self, examples: list[dict[str, Any]]) -> float:
+        """Mean metric of the current prompts over ``examples`` (no attribution)."""
+        if not examples:
+            return 0.0
+        total = 0.0
+        for ex in examples:
+            try:
+                ep = self.system.run(ex, id=str(ex["id"]))
+                total += self.task.metric(ex, ep.output, ep.trace).value
+            except AgentgradError:
+                pass
+        return total / len(examples)
+
+    # --- one step -------------------------------------------------------------------------------
+    def step(self, step: int, batch: list[Collected], scores: list[float], val_score: float | None,
+             history: list[dict[str, Any]]) -> tuple[bool | None, float | None]:
+        trajs = [t for c in batch for t in c.trajectories]
+        counts = blamed_agents(trajs)
+        relevant = sorted({a for c in batch for a in c.agents})  # the paper: updated / relevant agents
+        summary: dict[str, Any] = {"step": step, "train_score": sum(scores) / max(len(scores), 1),
+                                   "failures": len(batch), "blamed": counts}
+        if not batch:
+            self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, note="no failures")
+            return None, val_score
+        prompts = get_prompts(self.system)
+        excerpts: dict[str, list[str]] = {}
+        for c in batch:
+            for a, outs in c.excerpts.items():
+                excerpts.setdefault(a, []).extend(outs)
+        feedback = cut("\n\n".join(f"Sample {c.sample}:\n{c.rendered}" for c in batch), self.cfg.render.max_chars)
+        inp = StepInput(prompts=prompts, tools={n: [t.name for t in a.tools] for n, a in self.system.agents().items()},
+                        blamed=sorted(counts), feedback=feedback, losses=[c.loss for c in batch], excerpts=excerpts,
+                        history=history[-self.cfg.history:] if self.cfg.history else [])
+        res = self.optimizer.step(inp)
+        if res.skipped or not res.prompts:
+            self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, skipped=res.skipped,
+                     errors=res.errors)
+            history.append({"step": step, "agents": [], "before": val_score, "after": val_score, "accepted": False})
+            return None, val_score
+        old = {n: p.text for n, p in prompts.items()}
+        set_prompts(self.system, res.prompts)
+        accepted, new_val = True, val_score
+        if self.cfg.validation:
+            new_val = self.evaluate(self.val)
+            accepted = new_val >= (val_score or 0.0) - self.cfg.validation.tolerance
+            if not accepted:
+                set_prompts(self.system, {n: old[n] for n in res.prompts})  # roll back
+        updated = sorted(res.prompts) if accepted else []
+        self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
+                 update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,
+                 attempts=res.attempts, errors=res.errors)
+        history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
+                        "accepted": accepted})
+        if accepted:
+            self._save_prompts(step, {n: p.text for n, p in get_prompts(self.system).items()})
+            return True, new_val
+        return False, val_score
+
+    # --- the loop ----------------------------------------------------------------------------
+    def fit(self) -> dict[str, Any]:
+        state = self._load()
+        if state is None:
+            val_score = self.evaluate(self.val) if self.val else None
+            state = self._state(0, 0, val_score, [], {}, 0, 0)
+            self._save_prompts(0, state["prompts"])
+            write_json_atomic(self.checkpoint_path, state)
+            self.log("train_started", samples=len(self.train), step_every=self.cfg.step_every, val_score=val_score)
+        else:
+            self.log("resumed", next_sample=state["next_sample"], step=state["step"])
+        i, step = state["next_sample"], state["step"]
+        scores: dict[str, float] = dict(state["train_scores"])
+        history, val_score = list(state["history"]), state["val_score"]
+        accepted, rejected = state["accepted"], state["rejected"]
+        while i < len(self.train):
+            batch_examples = self.train[i : i + self.cfg.step_every]
+            batch, batch_scores = [], []
+            for ex in batch_examples:
+                value, collected = self.run_sample(ex)
+                scores[str(ex["id"])] = value
+                batch_scores.append(value)
+                if collected:
+                    batch.append(collected)
+            step += 1
+            verdict, val_score = self.step(step, batch, batch_scores, val_score, history)
+            accepted += verdict is True
+            rejected += verdict is False
+            i += len(batch_examples)
+            write_json_atomic(self.checkpoint_path, self._state(i, step, val_score, history, scores, accepted, rejected))
+        final = {
+            "prompts": {n: p.text for n, p in get_prompts(self.system).items()},
+            "train_scores": scores,
+            "train_score": sum(scores.values()) / max(len(scores), 1),
+            "val_score": val_score,
+            "steps": step,
+            "accepted": accepted,
+            "rejected": rejected,
+        }
+        write_json_atomic(self.run_dir.path / "final.json", final)
+        self.log("train_finished", steps=step, accepted=accepted, rejected=rejected,
+                 train_score=final["train_score"], val_score=val_score)
+        return final

@@ -1,0 +1,125 @@
+import pytest
+
+from agentgrad import Agent, Trace
+from agentgrad.attribution import Scorer
+from agentgrad.backward import VerbalLoss, backward, blamed_agents, cut, render_trajectories
+from agentgrad.core.agent import Prompt
+from agentgrad.models.fake import FakeModel
+from agentgrad.optim.optimizer import (DeterministicOptimizer, PromptOptimizer, StepInput, add_warning)
+
+
+def diamond_trace():
+    """question -> (facts, plan) -> answer; the 'facts' agent writes the wrong fact."""
+    model = FakeModel(["The capital of France is Lyon.", "Look up the capital.", "Lyon"])
+    with Trace() as tr:
+        q = tr.input("What is the capital of France?", name="question")
+        facts = Agent("facts", "List facts.", model)(q)
+        plan = Agent("plan", "Plan.", model)(q)
+        answer = Agent("answer", "Answer.", model, template="Facts: {f}\nPlan: {p}\nQ: {q}")(f=facts, p=plan, q=q)
+    loss = VerbalLoss.generic("Paris", str(answer), "wrong capital", targets=[answer.node])
+    return tr, loss
+
+
+@pytest.fixture(scope="module")
+def graph_and_loss(tiny_llama):
+    tr, loss = diamond_trace()
+    loss.attach(tr)
+    _, graph = Scorer(str(tiny_llama)).attribute(tr)  # a surrogate white-box scorer for fake generators
+    return tr, graph, loss
+
+
+@pytest.mark.parametrize("method", ["mean_l1", "max_l1", "mean_gxi", "max_gxi"])
+def test_gradient_backward_runs_from_inputs_to_the_loss(graph_and_loss, method):
+    tr, graph, loss = graph_and_loss
+    trajs = backward(graph, loss, top_k=1, method=method)
+    assert trajs
+    for t in trajs:
+        assert tr.nodes[t.nodes[0]].kind == "input"  # starts at an input
+        assert t.nodes[-1] == loss.targets[0] and t.agents[-1] == "answer"  # ends at the loss target
+        for a, b in zip(t.nodes, t.nodes[1:]):  # every hop is a recorded edge
+            assert any(e.source == a and e.target == b for e in graph.edges)
+    best = max(graph.incoming(3), key=lambda e: e.weights[method]).source
+    assert trajs[0].nodes[-2] == best  # top-1 follows the strongest incoming edge
+
+
+def test_all_visits_every_predecessor_and_random_is_seeded(graph_and_loss):
+    tr, graph, loss = graph_and_loss
+    trajs = backward(graph, loss, method="all")
+    visited = {n for t in trajs for n in t.nodes}
+    assert visited == {0, 1, 2, 3}
+    assert sorted(tuple(t.nodes) for t in trajs) == [(0, 1, 3), (0, 2, 3), (0, 3)]
+    assert blamed_agents(trajs) == {"facts": 1, "plan": 1, "answer": 3}
+    paths = {tuple(backward(graph, loss, method="random", seed=s)[0].nodes) for s in range(40)}
+    assert len(paths) > 1  # the path depends on the seed ...
+    for s in range(5):  # ... and is the same for the same seed
+        assert backward(graph, loss, method="random", seed=s)[0].nodes == backward(graph, loss, method="random", seed=s)[0].nodes
+    assert len(backward(graph, loss, method="all", max_paths=2)) == 2  # the cap holds
+
+
+def test_rendering_cuts_visibly(graph_and_loss):
+    tr, graph, loss = graph_and_loss
+    text = render_trajectories(tr, backward(graph, loss, method="all"), max_node_chars=12, max_chars=10_000)
+    assert "[agent facts]" in text and "LOSS: Expected: Paris" in text
+    assert "characters cut]" in text
+    short = render_trajectories(tr, backward(graph, loss, method="all"), max_chars=200)
+    assert len(short) < 260 and "characters cut]" in short
+    assert cut("x" * 1240 + "abc", 3) .count("characters cut") == 1
+
+
+def step_input():
+    prompts = {"facts": Prompt("List facts. NEVER invent.", ("NEVER invent.",)), "plan": Prompt("Plan."),
+               "answer": Prompt("Answer.")}
+    loss = VerbalLoss.generic("Paris", "Lyon", "wrong capital", [3])
+    return StepInput(prompts=prompts, tools={}, blamed=["facts", "answer"], feedback="Trajectory 1: ...",
+                     losses=[loss], excerpts={"facts": ["The capital of France is Lyon."]})
+
+
+GOOD = '{"prompts": {"facts": "List facts. NEVER invent.\\n## Warning\\n- check capitals (e.g. Lyon)"}}'
+
+
+@pytest.mark.parametrize(
+    "bad,reason",
+    [
+        ("I think the facts agent should be careful.", "not JSON"),
+        ('{"prompts": {"ghost": "x"}}', "unknown agent"),
+        ('{"prompts": {"facts": "   "}}', "is empty"),
+        ('{"prompts": {"facts": "List facts."}}', "dropped protected text"),
+        ('{"prompts": {"plan": "Plan better."}}', "not blamed"),
+        ('{"prompts": {"facts": "NEVER invent. ' + "x" * 9000 + '"}}', "the cap is"),
+    ],
+)
+def test_bad_replies_are_rejected_then_retried(bad, reason):
+    model = FakeModel([bad, "```json\n" + GOOD + "\n```"])
+    res = PromptOptimizer(model, max_attempts=3).step(step_input())
+    assert not res.skipped and res.attempts == 2 and reason in res.errors[0]
+    assert res.prompts == {"facts": "List facts. NEVER invent.\n## Warning\n- check capitals (e.g. Lyon)"}
+    retry = model.requests[1][-1]["content"]
+    assert reason in retry  # the model is told why
+
+
+def test_step_skipped_after_n_failures():
+    res = PromptOptimizer(FakeModel(["nope"], cycle=True), max_attempts=3).step(step_input())
+    assert res.skipped and res.prompts == {} and len(res.errors) == 3
+    res = PromptOptimizer(FakeModel([]), max_attempts=3).step(step_input())  # the model itself fails
+    assert res.skipped and "optimizer model failed" in res.errors[0]
+
+
+def test_optimizer_prompt_holds_everything():
+    inp = step_input()
+    inp.history = [{"step": 1, "agents": ["plan"], "before": 0.2, "after": 0.1, "accepted": False}]
+    msgs = PromptOptimizer(FakeModel([GOOD])).messages(inp)
+    user = msgs[1]["content"]
+    for needle in ("## facts", "List facts. NEVER invent.", "Trajectory 1", "facts, answer", "'NEVER invent.'",
+                   "Step 1: updated plan; score 0.2 -> 0.1 (rolled back)", "## Warning"):
+        assert needle in user
+
+
+def test_deterministic_optimizer_appends_warning_bullets():
+    res = DeterministicOptimizer().step(step_input())
+    assert set(res.prompts) == {"facts", "answer"}
+    facts = res.prompts["facts"]
+    assert facts.startswith("List facts. NEVER invent.\n\n## Warning\n- Avoid: Expected: Paris Produced: Lyon")
+    assert "(e.g. you wrote 'The capital of France is Lyon.')" in facts
+    again = add_warning(facts, ["Avoid: something new"])
+    assert again.count("## Warning") == 1 and again.count("- Avoid") == 2
+    assert add_warning(again, ["Avoid: something new"]) == again  # no duplicates

@@ -1,0 +1,177 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentgrad import RunError
+from agentgrad.cli import main
+from agentgrad.examples import PIPELINE
+
+OPTIMIZE = PIPELINE / "optimize.yaml"
+
+
+def events(run):
+    return [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines() if l.strip()]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("demo") / "R"
+    assert main(["demo", "--out", str(out)]) == 0
+    return out
+
+
+def test_demo_writes_the_whole_run_directory(demo_run):
+    R = demo_run
+    assert len(list((R / "traces").glob("*.json"))) == 9
+    attributions = list((R / "attribution").glob("*.json"))
+    assert attributions  # the random model fails, so every sample is attributed
+    rec = json.loads(attributions[0].read_text())
+    assert rec["trajectories"] and rec["loss"]["targets"] and rec["kept_edges"]
+    assert sorted(p.name for p in (R / "prompts").glob("*.json"))[0] == "step-0000.json"
+    ckpt = json.loads((R / "checkpoint.json").read_text())
+    assert ckpt["next_sample"] == 9 and ckpt["step"] == 3 and len(ckpt["rng"]["python"][1]) == 625
+    steps = [e for e in events(R) if e["event"] == "step"]
+    assert len(steps) == 3
+    for s in steps:  # observability: scores, blamed agents and counts, normalised update frequency
+        assert s["blamed"] and 0 < s["update_frequency"] <= 1 and "val_after" in s
+        assert s["update_frequency"] == len(s["updated"]) / len(s["relevant"])
+    final = json.loads((R / "final.json").read_text())
+    accepted = [s for s in steps if s["accepted"]]
+    assert final["accepted"] == len(accepted)
+    last = json.loads(sorted((R / "prompts").glob("*.json"))[-1].read_text())
+    assert last == final["prompts"] and "## Warning" in final["prompts"]["answerer"]
+    assert "Reply with the answer only." in final["prompts"]["answerer"]  # the protected span survived
+
+
+def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path):
+    """kill -9 in the middle of `agentgrad optimize`, then --resume: same prompts and scores."""
+    R = tmp_path / "R"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "agentgrad.cli", "optimize", str(OPTIMIZE), "--out", str(R)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    killed_at = None
+    while time.time() < deadline and proc.poll() is None:
+        if (R / "events.jsonl").exists():
+            evs = events(R)
+            # after the first step, in the middle of the second batch
+            if any(e["event"] == "step" for e in evs) and sum(e["event"] == "sample" for e in evs) >= 4:
+                proc.send_signal(signal.SIGKILL)
+                killed_at = len(evs)
+                break
+        time.sleep(0.02)
+    proc.wait()
+    assert killed_at is not None, "the run finished before it could be killed"
+    assert not (R / "final.json").exists()
+    assert main(["optimize", str(OPTIMIZE), "--resume", str(R)]) == 0
+    want = json.loads((demo_run / "final.json").read_text())
+    got = json.loads((R / "final.json").read_text())
+    assert got == want
+    assert any(e["event"] == "resumed" for e in events(R))
+    for p in (demo_run / "prompts").glob("*.json"):
+        assert json.loads((R / "prompts" / p.name).read_text()) == json.loads(p.read_text())
+
+
+def test_resume_refuses_a_changed_config(demo_run, tmp_path):
+    cfg = yaml.safe_load(OPTIMIZE.read_text())
+    cfg["trainer"]["samples"] = 6
+    for k in ("system",):
+        cfg[k] = str(PIPELINE / cfg[k])
+    cfg["data"] = {k: str(PIPELINE / v) for k, v in cfg["data"].items()}
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    import shutil
+
+    R = tmp_path / "R"
+    shutil.copytree(demo_run, R)
+    from agentgrad.optim.run import run_optimize
+    from rich.console import Console
+
+    with pytest.raises(RunError, match="configuration changed"):
+        run_optimize(changed, R, resume=True, overrides=[], method=None, console=Console(quiet=True))
+
+
+def fake_task_config(tmp_path, optimizer, validate=True, replies_fn="answer_right_without_warning"):
+    """A pipeline whose answer is right only while the answerer's prompt has no Warning section."""
+    system = {
+        "name": "fake-pipeline",
+        "inputs": ["question"],
+        "models": {"default": {"backend": "fake", "replies": ["x"], "cycle": True}},
+        "agents": {
+            "extractor": {"prompt": "Extract.", "inputs": ["question"]},
+            "answerer": {"prompt": "Answer.", "inputs": ["extractor", "question"]},
+        },
+    }
+    (tmp_path / "system.yaml").write_text(yaml.safe_dump(system))
+    rows = [{"id": f"e{i}", "question": f"q{i}", "answer": "x"} for i in range(6)]
+    (tmp_path / "train.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (tmp_path / "val.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:2]))
+    cfg = {
+        "system": "system.yaml",
+        "data": {"train": "train.jsonl", "val": "val.jsonl"},
+        "models": {"scorer": {"backend": "tiny"}},
+        "scorer": {"model": "scorer"},
+        "optimizer": optimizer,
+        "trainer": {"samples": 6, "step_every": 2, "validate": {"size": 2} if validate else None},
+    }
+    path = tmp_path / "opt.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_validation_gate_rolls_back_a_step_that_hurts(tmp_path, monkeypatch):
+    from agentgrad.models import registry
+
+    calls = {"n": 0}
+
+    def responder(messages, tools):  # answers right until the prompt carries a Warning
+        calls["n"] += 1
+        sys_prompt = messages[0]["content"]
+        if "## Warning" in sys_prompt:
+            return "wrong"
+        return "x" if calls["n"] % 3 else "nope"  # every third call fails, so there is something to fix
+
+    from agentgrad.models.fake import FakeModel
+
+    monkeypatch.setitem(registry._BACKENDS, "fake", lambda name, **o: FakeModel(responder=responder, name=name))
+    path = fake_task_config(tmp_path, {"kind": "deterministic"})
+    R = tmp_path / "R"
+    assert main(["optimize", str(path), "--out", str(R)]) == 0
+    steps = [e for e in events(R) if e["event"] == "step"]
+    rolled = [s for s in steps if s["accepted"] is False]
+    assert rolled and all(s["val_after"] < s["val_before"] for s in rolled)
+    final = json.loads((R / "final.json").read_text())
+    assert final["rejected"] == len(rolled) and "## Warning" not in final["prompts"]["answerer"]
+    assert sorted(p.name for p in (R / "prompts").glob("*.json")) == ["step-0000.json"]  # nothing accepted
+
+
+def test_a_failing_optimizer_skips_the_step_and_the_run_goes_on(tmp_path, monkeypatch):
+    from agentgrad.models import registry
+    from agentgrad.models.fake import FakeModel
+
+    bad = FakeModel(["not json at all"], cycle=True, name="opt")
+    monkeypatch.setitem(registry._BACKENDS, "fake",
+                        lambda name, **o: bad if name == "opt" else FakeModel(["wrong"], cycle=True, name=name))
+    path = fake_task_config(tmp_path, {"kind": "llm", "model": "opt", "max_attempts": 2}, validate=False)
+    cfg = yaml.safe_load(path.read_text())
+    cfg["models"]["opt"] = {"backend": "fake"}
+    path.write_text(yaml.safe_dump(cfg))
+    R = tmp_path / "R"
+    assert main(["optimize", str(path), "--out", str(R)]) == 0
+    steps = [e for e in events(R) if e["event"] == "step"]
+    assert len(steps) == 3 and all(s["skipped"] and len(s["errors"]) == 2 for s in steps)
+    assert "not JSON" in steps[0]["errors"][0]
+    assert json.loads((R / "final.json").read_text())["steps"] == 3
+
+
+def test_optimize_needs_out_or_resume(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "agentgrad.cli", "optimize", str(OPTIMIZE)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--out RUN_DIR" in proc.stderr and "Traceback" not in proc.stderr
