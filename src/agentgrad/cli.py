@@ -29,6 +29,10 @@ app = typer.Typer(
 )
 trace_app = typer.Typer(help="Inspect traces.", no_args_is_help=True)
 testing_app = typer.Typer(help="Offline helpers: tiny models and a local OpenAI-compatible server.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks of the paper.", no_args_is_help=True)
+taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
+bench_app.add_typer(taubench_app, name="taubench")
+app.add_typer(bench_app, name="bench")
 app.add_typer(trace_app, name="trace")
 app.add_typer(testing_app, name="testing")
 
@@ -209,6 +213,25 @@ def demo(
     run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
                  method=None, console=console)
     console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+
+
+@taubench_app.command("replay-gold")
+def taubench_replay_gold(
+    split: str = typer.Option("all", "--split", help="train, dev, test or all."),
+    dump_db: Optional[Path] = typer.Option(None, "--dump-db", help="Write each final database as DIR/<split>-<index>.json."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR)."),
+) -> None:
+    """Replay every task's gold actions through the environment and print the action reward."""
+    from agentgrad.benchmarks.taubench.env import replay_gold
+
+    with console.status(f"replaying the gold actions of split {split}"):
+        res = replay_gold(split, data_dir, dump_db)
+    console.print(f"tasks: {res['tasks']}  action reward: {res['action_reward']:.4f}  "
+                  f"(gold tool calls answered with an error, as in tau-bench: {res['tool_errors']})")
+    for t in res["failed"][:20]:
+        err_console.print(f"action reward 0: {t['split']} task {t['index']}")
+    if res["failed"]:
+        raise typer.Exit(1)
 
 
 @app.command("backends")

@@ -1,0 +1,175 @@
+"""The tau-bench retail environment: a fresh database per episode, the tools, and the reward.
+
+Reward as tau-bench computes it: actions are right when the database after the episode hashes the
+same as the database after replaying the task's gold actions on a fresh copy (terminating tools
+skipped); outputs are right when every required string appears, lower-cased with commas removed,
+in some reply to the user; the reward is their product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgrad.benchmarks.data import benchmark_dir
+from agentgrad.benchmarks.taubench import tools as T
+from agentgrad.core.tools import Tool
+from agentgrad.errors import ConfigError
+
+SPLITS = ("train", "dev", "test")
+
+
+@dataclass
+class Action:
+    name: str
+    kwargs: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kwargs": self.kwargs}
+
+
+@dataclass
+class RetailTask:
+    split: str
+    index: int
+    user_id: str
+    instruction: str
+    actions: list[Action]
+    outputs: list[str] = field(default_factory=list)
+
+
+def load_tasks(split: str, data: str | Path | None = None) -> list[RetailTask]:
+    """Tasks of ``split`` (train 500, dev 20, test 115) from the data directory."""
+    if split not in SPLITS:
+        raise ConfigError(f"unknown tau-bench split {split!r}; valid: {', '.join(SPLITS)}")
+    path = benchmark_dir("taubench_retail", data) / f"tasks_{split}.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    return [RetailTask(split, i, t["user_id"], t["instruction"], [Action(a["name"], dict(a["kwargs"])) for a in t["actions"]],
+                       list(t.get("outputs", []))) for i, t in enumerate(raw)]
+
+
+def data_hash(db: dict[str, Any]) -> str:
+    """A hash of the database content (key order does not matter; list order does)."""
+    return hashlib.sha256(json.dumps(db, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class RetailDatabase:
+    """The retail database as read once from disk; every episode gets its own deep copy."""
+
+    def __init__(self, data: str | Path | None = None):
+        root = benchmark_dir("taubench_retail", data) / "db"
+        self._db = {}
+        for name in ("users", "orders", "products"):
+            try:
+                self._db[name] = json.loads((root / f"{name}.json").read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise ConfigError(f"cannot read {root / (name + '.json')}: {e}") from None
+        self.root = root
+        self._text = json.dumps(self._db)  # parsing this is twice as fast as a deep copy
+
+    def fresh(self) -> dict[str, Any]:
+        """A private copy: episodes never share a database."""
+        return json.loads(self._text)
+
+
+class RetailEnv:
+    """One episode: its own database, the actions taken, the replies to the user."""
+
+    def __init__(self, database: RetailDatabase, task: RetailTask | None = None):
+        self.database = database
+        self.task = task
+        self.db = database.fresh()
+        self.actions: list[Action] = []
+        self.replies: list[str] = []
+        self.done = False
+
+    def step(self, name: str, kwargs: dict[str, Any]) -> str:
+        """Run a tool as tau-bench does: an error never raises, it comes back as text."""
+        self.actions.append(Action(name, dict(kwargs)))
+        if name not in T.SPECS:
+            return f"Unknown action {name}"
+        try:
+            out = T.SPECS[name][0](self.db, **kwargs)
+        except Exception as e:  # e.g. a wrong argument name: tau-bench answers "Error: <exception>"
+            out = f"Error: {e}"
+        if name in T.TERMINATE_TOOLS:
+            self.done = True
+        return out
+
+    def respond(self, text: str) -> None:
+        """Record a reply to the user (the ``respond`` action of tau-bench)."""
+        self.actions.append(Action("respond", {"content": text}))
+        self.replies.append(text)
+
+    def tools(self, names: list[str] | None = None) -> list[Tool]:
+        """The tools as agent tools bound to this episode's database."""
+        out = []
+        for name in names or list(T.SPECS):
+            s = T.schema(name)["function"]
+            out.append(Tool(name, s["description"], s["parameters"],
+                            (lambda n: lambda **kw: self.step(n, kw))(name), ends_episode=name in T.TERMINATE_TOOLS))
+        return out
+
+    def reward(self) -> "Reward":
+        if self.task is None:
+            raise ConfigError("this episode has no task to be rewarded against")
+        return compute_reward(self.database, self.task, self.db, self.replies)
+
+
+@dataclass
+class Reward:
+    actions: float  # 1 when the final database equals the gold one
+    outputs: float  # 1 when every required output string was said
+    outputs_found: dict[str, bool]
+    reward: float  # actions * outputs
+    gold_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def gold_database(database: RetailDatabase, task: RetailTask) -> dict[str, Any]:
+    """The database after replaying the task's gold actions on a fresh copy."""
+    env = RetailEnv(database, task)
+    for a in task.actions:
+        if a.name not in T.TERMINATE_TOOLS and a.name != "respond":
+            env.step(a.name, a.kwargs)
+    return env.db
+
+
+def compute_reward(database: RetailDatabase, task: RetailTask, db: dict[str, Any], replies: list[str]) -> Reward:
+    gold = data_hash(gold_database(database, task))
+    got = data_hash(db)
+    found = {o: any(o.lower() in r.lower().replace(",", "") for r in replies) for o in task.outputs}
+    r_actions = 1.0 if got == gold else 0.0
+    r_outputs = 1.0 if all(found.values()) else 0.0
+    return Reward(r_actions, r_outputs, found, r_actions * r_outputs, gold, got)
+
+
+def replay_gold(split: str, data: str | Path | None = None, dump_dir: Path | None = None,
+                database: RetailDatabase | None = None) -> dict[str, Any]:
+    """Replay every task's gold actions through the environment; the action reward of each."""
+    database = database or RetailDatabase(data)
+    splits = SPLITS if split == "all" else (split,)
+    per_task, errors = [], 0
+    for s in splits:
+        for task in load_tasks(s, data):
+            env = RetailEnv(database, task)
+            for a in task.actions:
+                out = env.step(a.name, a.kwargs)
+                errors += out.startswith("Error") or out.startswith("Unknown action")
+            r = env.reward()
+            per_task.append({"split": s, "index": task.index, "actions": r.actions})
+            if dump_dir is not None:
+                dump_dir.mkdir(parents=True, exist_ok=True)
+                (dump_dir / f"{s}-{task.index}.json").write_text(json.dumps(env.db, ensure_ascii=False), encoding="utf-8")
+    n = len(per_task)
+    return {"tasks": n, "action_reward": sum(t["actions"] for t in per_task) / max(n, 1),
+            "failed": [t for t in per_task if t["actions"] < 1], "tool_errors": errors}

@@ -1,0 +1,355 @@
+"""The tau-bench retail tools, with tau-bench's semantics and error texts.
+
+Each function takes the episode's database (``{"users", "orders", "products"}``) and the tool's
+arguments, changes the database in place for write tools, and returns the observation text.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import operator
+from typing import Any, Callable
+
+DB = dict[str, Any]
+ORDER_ID = "The order id, such as '#W0000000'. Be careful there is a '#' symbol at the beginning of the order id."
+PAYMENT_ID = ("The payment method id to pay or receive refund for the item price difference, such as "
+              "'gift_card_0000000' or 'credit_card_0000000'. These can be looked up from the user or order details.")
+
+
+def find_user_id_by_email(db: DB, email: str) -> str:
+    for user_id, profile in db["users"].items():
+        if profile["email"].lower() == email.lower():
+            return user_id
+    return "Error: user not found"
+
+
+def find_user_id_by_name_zip(db: DB, first_name: str, last_name: str, zip: str) -> str:
+    for user_id, profile in db["users"].items():
+        name = profile["name"]
+        if (name["first_name"].lower() == first_name.lower() and name["last_name"].lower() == last_name.lower()
+                and profile["address"]["zip"] == zip):
+            return user_id
+    return "Error: user not found"
+
+
+def get_order_details(db: DB, order_id: str) -> str:
+    return json.dumps(db["orders"][order_id]) if order_id in db["orders"] else "Error: order not found"
+
+
+def get_product_details(db: DB, product_id: str) -> str:
+    return json.dumps(db["products"][product_id]) if product_id in db["products"] else "Error: product not found"
+
+
+def get_user_details(db: DB, user_id: str) -> str:
+    return json.dumps(db["users"][user_id]) if user_id in db["users"] else "Error: user not found"
+
+
+def list_all_product_types(db: DB) -> str:
+    names = {p["name"]: p["product_id"] for p in db["products"].values()}
+    return json.dumps(dict(sorted(names.items())))
+
+
+_OPS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+    ast.USub: operator.neg, ast.UAdd: operator.pos,
+}
+
+
+def _arith(node: ast.AST) -> Any:
+    if isinstance(node, ast.Expression):
+        return _arith(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_arith(node.left), _arith(node.right))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_arith(node.operand))
+    raise ValueError("unsupported expression")
+
+
+def calculate(db: DB, expression: str) -> str:
+    if not all(ch in "0123456789+-*/(). " for ch in expression):
+        return "Error: invalid characters in expression"
+    try:  # arithmetic only: parsed and evaluated node by node, never eval()
+        return str(round(float(_arith(ast.parse(expression, "<string>", mode="eval"))), 2))
+    except Exception as e:
+        return f"Error: {e}"
+
+
+def think(db: DB, thought: str) -> str:
+    return ""
+
+
+def transfer_to_human_agents(db: DB, summary: str) -> str:
+    return "Transfer successful"
+
+
+def _count_ok(wanted: list[str], order: dict[str, Any]) -> str | None:
+    """The first wanted item id that the order does not hold often enough."""
+    have = [item["item_id"] for item in order["items"]]
+    for item_id in wanted:
+        if wanted.count(item_id) > have.count(item_id):
+            return item_id
+    return None
+
+
+def _price_difference(db: DB, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str]) -> Any:
+    """The summed price difference, or an error text."""
+    if len(item_ids) != len(new_item_ids):
+        return "Error: the number of items to be exchanged should match"
+    diff = 0
+    for item_id, new_id in zip(item_ids, new_item_ids):
+        item = next(i for i in order["items"] if i["item_id"] == item_id)
+        variants = db["products"][item["product_id"]]["variants"]
+        if not (new_id in variants and variants[new_id]["available"]):
+            return f"Error: new item {new_id} not found or available"
+        diff += variants[new_id]["price"] - item["price"]
+    return diff
+
+
+def cancel_pending_order(db: DB, order_id: str, reason: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "pending":
+        return "Error: non-pending order cannot be cancelled"
+    if reason not in ("no longer needed", "ordered by mistake"):
+        return "Error: invalid reason"
+    refunds = []
+    for payment in order["payment_history"]:
+        pid = payment["payment_method_id"]
+        refunds.append({"transaction_type": "refund", "amount": payment["amount"], "payment_method_id": pid})
+        if "gift_card" in pid:  # gift cards are refunded at once
+            method = db["users"][order["user_id"]]["payment_methods"][pid]
+            method["balance"] = round(method["balance"] + payment["amount"], 2)
+    order["status"] = "cancelled"
+    order["cancel_reason"] = reason
+    order["payment_history"].extend(refunds)
+    return json.dumps(order)
+
+
+def exchange_delivered_order_items(db: DB, order_id: str, item_ids: list[str], new_item_ids: list[str],
+                                   payment_method_id: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "delivered":
+        return "Error: non-delivered order cannot be exchanged"
+    missing = _count_ok(item_ids, order)
+    if missing is not None:
+        return f"Error: {missing} not found"
+    diff = _price_difference(db, order, item_ids, new_item_ids)
+    if isinstance(diff, str):
+        return diff
+    diff = round(diff, 2)
+    methods = db["users"][order["user_id"]]["payment_methods"]
+    if payment_method_id not in methods:
+        return "Error: payment method not found"
+    method = methods[payment_method_id]
+    if method["source"] == "gift_card" and method["balance"] < diff:
+        return "Error: insufficient gift card balance to pay for the price difference"
+    order["status"] = "exchange requested"
+    order["exchange_items"] = sorted(item_ids)
+    order["exchange_new_items"] = sorted(new_item_ids)
+    order["exchange_payment_method_id"] = payment_method_id
+    order["exchange_price_difference"] = diff
+    return json.dumps(order)
+
+
+def modify_pending_order_address(db: DB, order_id: str, address1: str, address2: str, city: str, state: str,
+                                 country: str, zip: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "pending":
+        return "Error: non-pending order cannot be modified"
+    order["address"] = {"address1": address1, "address2": address2, "city": city, "state": state,
+                        "country": country, "zip": zip}
+    return json.dumps(order)
+
+
+def modify_pending_order_items(db: DB, order_id: str, item_ids: list[str], new_item_ids: list[str],
+                               payment_method_id: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "pending":
+        return "Error: non-pending order cannot be modified"
+    missing = _count_ok(item_ids, order)
+    if missing is not None:
+        return f"Error: {missing} not found"
+    diff = _price_difference(db, order, item_ids, new_item_ids)
+    if isinstance(diff, str):
+        return diff
+    methods = db["users"][order["user_id"]]["payment_methods"]
+    if payment_method_id not in methods:
+        return "Error: payment method not found"
+    method = methods[payment_method_id]
+    if method["source"] == "gift_card" and method["balance"] < diff:
+        return "Error: insufficient gift card balance to pay for the new item"
+    order["payment_history"].append({"transaction_type": "payment" if diff > 0 else "refund", "amount": abs(diff),
+                                     "payment_method_id": payment_method_id})
+    if method["source"] == "gift_card":
+        method["balance"] = round(method["balance"] - diff, 2)
+    for item_id, new_id in zip(item_ids, new_item_ids):
+        item = next(i for i in order["items"] if i["item_id"] == item_id)
+        variant = db["products"][item["product_id"]]["variants"][new_id]
+        item["item_id"], item["price"], item["options"] = new_id, variant["price"], variant["options"]
+    order["status"] = "pending (item modified)"
+    return json.dumps(order)
+
+
+def modify_pending_order_payment(db: DB, order_id: str, payment_method_id: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "pending":
+        return "Error: non-pending order cannot be modified"
+    methods = db["users"][order["user_id"]]["payment_methods"]
+    if payment_method_id not in methods:
+        return "Error: payment method not found"
+    history = order["payment_history"]
+    if len(history) > 1 or history[0]["transaction_type"] != "payment":
+        return "Error: there should be exactly one payment for a pending order"
+    old_id = history[0]["payment_method_id"]
+    if old_id == payment_method_id:
+        return "Error: the new payment method should be different from the current one"
+    amount = history[0]["amount"]
+    method = methods[payment_method_id]
+    if method["source"] == "gift_card" and method["balance"] < amount:
+        return "Error: insufficient gift card balance to pay for the order"
+    history.extend([
+        {"transaction_type": "payment", "amount": amount, "payment_method_id": payment_method_id},
+        {"transaction_type": "refund", "amount": amount, "payment_method_id": old_id},
+    ])
+    if method["source"] == "gift_card":
+        method["balance"] = round(method["balance"] - amount, 2)
+    if "gift_card" in old_id:
+        old = methods[old_id]
+        old["balance"] = round(old["balance"] + amount, 2)
+    return json.dumps(order)
+
+
+def modify_user_address(db: DB, user_id: str, address1: str, address2: str, city: str, state: str, country: str,
+                        zip: str) -> str:
+    if user_id not in db["users"]:
+        return "Error: user not found"
+    user = db["users"][user_id]
+    user["address"] = {"address1": address1, "address2": address2, "city": city, "state": state,
+                       "country": country, "zip": zip}
+    return json.dumps(user)
+
+
+def return_delivered_order_items(db: DB, order_id: str, item_ids: list[str], payment_method_id: str) -> str:
+    orders = db["orders"]
+    if order_id not in orders:
+        return "Error: order not found"
+    order = orders[order_id]
+    if order["status"] != "delivered":
+        return "Error: non-delivered order cannot be returned"
+    if payment_method_id not in db["users"][order["user_id"]]["payment_methods"]:
+        return "Error: payment method not found"
+    if "gift_card" not in payment_method_id and payment_method_id != order["payment_history"][0]["payment_method_id"]:
+        return "Error: payment method should be either the original payment method or a gift card"
+    if _count_ok(item_ids, order) is not None:
+        return "Error: some item not found"
+    order["status"] = "return requested"
+    order["return_items"] = sorted(item_ids)
+    order["return_payment_method_id"] = payment_method_id
+    return json.dumps(order)
+
+
+def _s(desc: str) -> dict[str, Any]:
+    return {"type": "string", "description": desc}
+
+
+def _ids(desc: str) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": desc}
+
+
+_ADDRESS = {"address1": _s("The first line of the address, such as '123 Main St'."),
+            "address2": _s("The second line of the address, such as 'Apt 1' or ''."),
+            "city": _s("The city, such as 'San Francisco'."), "state": _s("The state, such as 'CA'."),
+            "country": _s("The country, such as 'USA'."), "zip": _s("The zip code, such as '12345'.")}
+_CONFIRM = " The agent needs to explain the details and ask for explicit user confirmation (yes/no) to proceed."
+
+# name -> (function, description, properties, required)
+SPECS: dict[str, tuple[Callable[..., str], str, dict[str, Any], list[str]]] = {
+    "find_user_id_by_email": (find_user_id_by_email, "Find user id by email. If the user is not found, the function "
+                              "will return an error message.", {"email": _s("The email of the user.")}, ["email"]),
+    "find_user_id_by_name_zip": (find_user_id_by_name_zip, "Find user id by first name, last name, and zip code. "
+                                 "Only use it if the user is not found by email or cannot remember the email.",
+                                 {"first_name": _s("First name, such as 'John'."),
+                                  "last_name": _s("Last name, such as 'Doe'."), "zip": _s("Zip code, such as '12345'.")},
+                                 ["first_name", "last_name", "zip"]),
+    "get_order_details": (get_order_details, "Get the status and details of an order.",
+                          {"order_id": _s(ORDER_ID)}, ["order_id"]),
+    "get_product_details": (get_product_details, "Get the inventory details of a product.",
+                            {"product_id": _s("The product id, such as '6086499569' (not an item id).")},
+                            ["product_id"]),
+    "get_user_details": (get_user_details, "Get the details of a user.",
+                         {"user_id": _s("The user id, such as 'sara_doe_496'.")}, ["user_id"]),
+    "list_all_product_types": (list_all_product_types, "List the name and product id of all 50 product types.", {},
+                               []),
+    "calculate": (calculate, "Calculate the result of a mathematical expression (numbers, + - * /, parentheses).",
+                  {"expression": _s("The expression, such as '2 + 2'.")}, ["expression"]),
+    "think": (think, "Think about something; it obtains no information and changes nothing.",
+              {"thought": _s("A thought to think about.")}, ["thought"]),
+    "transfer_to_human_agents": (transfer_to_human_agents, "Transfer the user to a human agent, with a summary of "
+                                 "the user's issue. Only when the user explicitly asks for a human, or the issue "
+                                 "cannot be resolved with the available tools.",
+                                 {"summary": _s("A summary of the user's issue.")}, ["summary"]),
+    "cancel_pending_order": (cancel_pending_order, "Cancel a pending order; gift card payments are refunded at once, "
+                             "others in 5-7 business days." + _CONFIRM,
+                             {"order_id": _s(ORDER_ID), "reason": {"type": "string", "enum": ["no longer needed",
+                              "ordered by mistake"], "description": "The reason for cancellation."}},
+                             ["order_id", "reason"]),
+    "exchange_delivered_order_items": (exchange_delivered_order_items, "Exchange items of a delivered order for new "
+                                       "items of the same product. Can be done only once per order." + _CONFIRM,
+                                       {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to exchange."),
+                                        "new_item_ids": _ids("New item ids, position by position, same product."),
+                                        "payment_method_id": _s(PAYMENT_ID)},
+                                       ["order_id", "item_ids", "new_item_ids", "payment_method_id"]),
+    "modify_pending_order_address": (modify_pending_order_address, "Modify the shipping address of a pending order."
+                                     + _CONFIRM, {"order_id": _s(ORDER_ID), **_ADDRESS},
+                                     ["order_id", *_ADDRESS]),
+    "modify_pending_order_items": (modify_pending_order_items, "Modify items of a pending order to new items of the "
+                                   "same product. Can be called only once per order." + _CONFIRM,
+                                   {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to modify."),
+                                    "new_item_ids": _ids("New item ids, position by position, same product."),
+                                    "payment_method_id": _s(PAYMENT_ID)},
+                                   ["order_id", "item_ids", "new_item_ids", "payment_method_id"]),
+    "modify_pending_order_payment": (modify_pending_order_payment, "Modify the payment method of a pending order."
+                                     + _CONFIRM, {"order_id": _s(ORDER_ID), "payment_method_id": _s(PAYMENT_ID)},
+                                     ["order_id", "payment_method_id"]),
+    "modify_user_address": (modify_user_address, "Modify the default address of a user." + _CONFIRM,
+                            {"user_id": _s("The user id, such as 'sara_doe_496'."), **_ADDRESS},
+                            ["user_id", *_ADDRESS]),
+    "return_delivered_order_items": (return_delivered_order_items, "Return items of a delivered order; the user "
+                                     "gets an email on how to return them." + _CONFIRM,
+                                     {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to return."),
+                                      "payment_method_id": _s(PAYMENT_ID)},
+                                     ["order_id", "item_ids", "payment_method_id"]),
+}
+
+READ_TOOLS = ["find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_product_details",
+              "get_user_details", "list_all_product_types", "calculate", "think"]
+WRITE_TOOLS = ["cancel_pending_order", "exchange_delivered_order_items", "modify_pending_order_address",
+               "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address",
+               "return_delivered_order_items"]
+TERMINATE_TOOLS = ["transfer_to_human_agents"]
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON schema of tool ``name`` (OpenAI / Hugging Face ``tools`` format)."""
+    _, desc, props, required = SPECS[name]
+    return {"type": "function", "function": {"name": name, "description": desc,
+                                             "parameters": {"type": "object", "properties": props,
+                                                            "required": required}}}
