@@ -86,8 +86,18 @@ def transfer_to_human_agents(db: DB, summary: str) -> str:
     return "Transfer successful"
 
 
-def _count_ok(wanted: list[str], order: dict[str, Any]) -> str | None:
-    """The first wanted item id that the order does not hold often enough."""
+def _order(db: DB, order_id: str, status: str, verb: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The order if it exists and has ``status``, else tau-bench's error text."""
+    if order_id not in db["orders"]:
+        return None, "Error: order not found"
+    order = db["orders"][order_id]
+    if order["status"] != status:
+        return None, f"Error: non-{status} order cannot be {verb}"
+    return order, None
+
+
+def _missing_item(wanted: list[str], order: dict[str, Any]) -> str | None:
+    """The first wanted item id that the order does not hold often enough (duplicates count)."""
     have = [item["item_id"] for item in order["items"]]
     for item_id in wanted:
         if wanted.count(item_id) > have.count(item_id):
@@ -95,27 +105,31 @@ def _count_ok(wanted: list[str], order: dict[str, Any]) -> str | None:
     return None
 
 
-def _price_difference(db: DB, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str]) -> Any:
-    """The summed price difference, or an error text."""
+def _swap(db: DB, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str],
+          payment_method_id: str) -> tuple[float, dict[str, Any] | None, str | None]:
+    """Checks shared by exchanges and item modifications: (price difference, payment method, error)."""
+    missing = _missing_item(item_ids, order)
+    if missing is not None:
+        return 0, None, f"Error: {missing} not found"
     if len(item_ids) != len(new_item_ids):
-        return "Error: the number of items to be exchanged should match"
+        return 0, None, "Error: the number of items to be exchanged should match"
     diff = 0
     for item_id, new_id in zip(item_ids, new_item_ids):
         item = next(i for i in order["items"] if i["item_id"] == item_id)
         variants = db["products"][item["product_id"]]["variants"]
         if not (new_id in variants and variants[new_id]["available"]):
-            return f"Error: new item {new_id} not found or available"
+            return 0, None, f"Error: new item {new_id} not found or available"
         diff += variants[new_id]["price"] - item["price"]
-    return diff
+    methods = db["users"][order["user_id"]]["payment_methods"]
+    if payment_method_id not in methods:
+        return 0, None, "Error: payment method not found"
+    return diff, methods[payment_method_id], None
 
 
 def cancel_pending_order(db: DB, order_id: str, reason: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "pending":
-        return "Error: non-pending order cannot be cancelled"
+    order, error = _order(db, order_id, "pending", "cancelled")
+    if error:
+        return error
     if reason not in ("no longer needed", "ordered by mistake"):
         return "Error: invalid reason"
     refunds = []
@@ -133,23 +147,13 @@ def cancel_pending_order(db: DB, order_id: str, reason: str) -> str:
 
 def exchange_delivered_order_items(db: DB, order_id: str, item_ids: list[str], new_item_ids: list[str],
                                    payment_method_id: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "delivered":
-        return "Error: non-delivered order cannot be exchanged"
-    missing = _count_ok(item_ids, order)
-    if missing is not None:
-        return f"Error: {missing} not found"
-    diff = _price_difference(db, order, item_ids, new_item_ids)
-    if isinstance(diff, str):
-        return diff
-    diff = round(diff, 2)
-    methods = db["users"][order["user_id"]]["payment_methods"]
-    if payment_method_id not in methods:
-        return "Error: payment method not found"
-    method = methods[payment_method_id]
+    order, error = _order(db, order_id, "delivered", "exchanged")
+    if error:
+        return error
+    diff, method, error = _swap(db, order, item_ids, new_item_ids, payment_method_id)
+    if error:
+        return error
+    diff = round(diff, 2)  # rounded before the balance check here, not for item modifications
     if method["source"] == "gift_card" and method["balance"] < diff:
         return "Error: insufficient gift card balance to pay for the price difference"
     order["status"] = "exchange requested"
@@ -162,12 +166,9 @@ def exchange_delivered_order_items(db: DB, order_id: str, item_ids: list[str], n
 
 def modify_pending_order_address(db: DB, order_id: str, address1: str, address2: str, city: str, state: str,
                                  country: str, zip: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "pending":
-        return "Error: non-pending order cannot be modified"
+    order, error = _order(db, order_id, "pending", "modified")
+    if error:
+        return error
     order["address"] = {"address1": address1, "address2": address2, "city": city, "state": state,
                         "country": country, "zip": zip}
     return json.dumps(order)
@@ -175,22 +176,12 @@ def modify_pending_order_address(db: DB, order_id: str, address1: str, address2:
 
 def modify_pending_order_items(db: DB, order_id: str, item_ids: list[str], new_item_ids: list[str],
                                payment_method_id: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "pending":
-        return "Error: non-pending order cannot be modified"
-    missing = _count_ok(item_ids, order)
-    if missing is not None:
-        return f"Error: {missing} not found"
-    diff = _price_difference(db, order, item_ids, new_item_ids)
-    if isinstance(diff, str):
-        return diff
-    methods = db["users"][order["user_id"]]["payment_methods"]
-    if payment_method_id not in methods:
-        return "Error: payment method not found"
-    method = methods[payment_method_id]
+    order, error = _order(db, order_id, "pending", "modified")
+    if error:
+        return error
+    diff, method, error = _swap(db, order, item_ids, new_item_ids, payment_method_id)
+    if error:
+        return error
     if method["source"] == "gift_card" and method["balance"] < diff:
         return "Error: insufficient gift card balance to pay for the new item"
     order["payment_history"].append({"transaction_type": "payment" if diff > 0 else "refund", "amount": abs(diff),
@@ -206,12 +197,9 @@ def modify_pending_order_items(db: DB, order_id: str, item_ids: list[str], new_i
 
 
 def modify_pending_order_payment(db: DB, order_id: str, payment_method_id: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "pending":
-        return "Error: non-pending order cannot be modified"
+    order, error = _order(db, order_id, "pending", "modified")
+    if error:
+        return error
     methods = db["users"][order["user_id"]]["payment_methods"]
     if payment_method_id not in methods:
         return "Error: payment method not found"
@@ -248,17 +236,14 @@ def modify_user_address(db: DB, user_id: str, address1: str, address2: str, city
 
 
 def return_delivered_order_items(db: DB, order_id: str, item_ids: list[str], payment_method_id: str) -> str:
-    orders = db["orders"]
-    if order_id not in orders:
-        return "Error: order not found"
-    order = orders[order_id]
-    if order["status"] != "delivered":
-        return "Error: non-delivered order cannot be returned"
+    order, error = _order(db, order_id, "delivered", "returned")
+    if error:
+        return error
     if payment_method_id not in db["users"][order["user_id"]]["payment_methods"]:
         return "Error: payment method not found"
     if "gift_card" not in payment_method_id and payment_method_id != order["payment_history"][0]["payment_method_id"]:
         return "Error: payment method should be either the original payment method or a gift card"
-    if _count_ok(item_ids, order) is not None:
+    if _missing_item(item_ids, order) is not None:
         return "Error: some item not found"
     order["status"] = "return requested"
     order["return_items"] = sorted(item_ids)
