@@ -234,6 +234,136 @@ def taubench_replay_gold(
         raise typer.Exit(1)
 
 
+def _tau_options(system: str, prompts: Optional[Path], model: list[str], user_model: Optional[str],
+                 user_temperature: float, split: str, tasks: Optional[str], trials: int, max_turns: int,
+                 data_dir: Optional[Path]):
+    from agentgrad.benchmarks.taubench.run import TauOptions
+
+    return TauOptions(system, str(prompts) if prompts else None, list(model), user_model, user_temperature, split,
+                      tasks, trials, max_turns, str(data_dir) if data_dir else None)
+
+
+def _episode_progress(total: int):
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console)
+    bar = progress.add_task("conversations", total=total)
+    stats = {"n": 0, "reward": 0.0}
+
+    def on_episode(r: dict) -> None:
+        stats["n"] += 1
+        stats["reward"] += r["reward"]["reward"]
+        progress.update(bar, advance=1, description=f"conversations | mean reward {stats['reward'] / stats['n']:.2f}")
+
+    return progress, on_episode
+
+
+def _print_tau_metrics(m: dict) -> None:
+    table = Table(title=f"tau-bench retail, {m['system']} system, split {m['split']}")
+    for col in ("episodes", "action reward", "output reward", "reward", *[f"pass^{k}" for k in m["pass_hat_k"]]):
+        table.add_column(col, justify="right")
+    table.add_row(str(m["episodes"]), f"{m['action_reward']:.3f}", f"{m['output_reward']:.3f}", f"{m['reward']:.3f}",
+                  *[f"{v:.3f}" for v in m["pass_hat_k"].values()])
+    console.print(table)
+
+
+_TAU_SYSTEM = typer.Option("multi", "--system", help="multi (the paper's system) or single (baseline).")
+_TAU_PROMPTS = typer.Option(None, "--prompts", help="A prompts YAML replacing the packaged one.")
+_TAU_MODEL = typer.Option([], "--model", help="NAME=PATH_OR_ID (hf folder/hub id, openai:MODEL@URL, tiny); "
+                                              "a bare value sets 'default', the agents' model.")
+_TAU_USER = typer.Option(None, "--user-model", help="The simulated customer's model (same forms as --model).")
+_TAU_SPLIT = typer.Option("test", "--split", help="train, dev or test.")
+_TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
+_DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
+
+
+@taubench_app.command("evaluate")
+def taubench_evaluate(
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    system: str = _TAU_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    user_model: Optional[str] = _TAU_USER,
+    user_temperature: float = typer.Option(0.0, "--user-temperature", min=0.0, help="The customer's temperature."),
+    split: str = _TAU_SPLIT,
+    tasks: Optional[str] = _TAU_TASKS,
+    trials: int = typer.Option(1, "--trials", min=1, help="Runs per task (pass^k for k up to this)."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """Run conversations with a simulated customer; print action, output and overall reward and pass^k."""
+    from agentgrad.benchmarks.common import parse_range
+    from agentgrad.benchmarks.taubench.env import load_tasks
+    from agentgrad.benchmarks.taubench.run import TauSetup, evaluate
+    from agentgrad.runs.rundir import RunDir
+
+    opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_turns, data_dir)
+    n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
+    run_dir = RunDir(out, resume=resume)
+    if resume:
+        old = next((e for e in run_dir.events() if e.get("event") == "started"), None)
+        if old and old.get("digest") != opts.digest():
+            raise ConfigError(f"{out} was started with other options; resume it with the same ones")
+    else:
+        run_dir.log("started", digest=opts.digest())
+    run_dir.write_config({"benchmark": "taubench", "options": opts.__dict__})
+    with console.status("loading models"):
+        setup = TauSetup(opts)
+    progress, on_episode = _episode_progress(n * trials)
+    with progress:
+        metrics = evaluate(setup, run_dir, on_episode)
+    _print_tau_metrics(metrics)
+    console.print(f"run directory: {out} (metrics.json, events.jsonl, traces/)")
+
+
+@taubench_app.command("optimize")
+def taubench_optimize(
+    out: Path = typer.Option(..., "--out", help="Run directory to write (train/ and eval/)."),
+    system: str = _TAU_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    user_model: Optional[str] = _TAU_USER,
+    method: str = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    samples: int = typer.Option(10, "--samples", min=1, help="Training conversations (the paper: 10)."),
+    seed: int = typer.Option(0, "--seed", help="Which training tasks are sampled, and tie-breaking."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: "
+                                                                "the agents' own model, when local)."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same "
+                                                                            "forms as --model; default: deterministic)."),
+    split: str = _TAU_SPLIT,
+    tasks: Optional[str] = _TAU_TASKS,
+    trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """The paper's protocol: train on sampled training tasks (a step after each conversation), then evaluate."""
+    from agentgrad.benchmarks.common import parse_range
+    from agentgrad.benchmarks.taubench.env import load_tasks
+    from agentgrad.benchmarks.taubench.run import TauSetup, optimize
+
+    opts = _tau_options(system, prompts, model, user_model, 0.0, split, tasks, trials, max_turns, data_dir)
+    n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
+    if (out / "train").exists() and not resume:
+        raise ConfigError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+    with console.status("loading models"):
+        setup = TauSetup(opts)
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "sample":
+            console.print(f"train {e['sample']}: reward {e['score']:.2f}, blamed {', '.join(e['blamed']) or 'none'}")
+        elif e["event"] == "step":
+            console.print(f"step {e['step']}: updated {', '.join(e.get('updated', [])) or 'none'}")
+
+    progress, on_episode = _episode_progress(n * trials)
+    with progress:
+        result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode)
+    t = result["train"]
+    console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
+    _print_tau_metrics(result["eval"])
+    console.print(f"run directory: {out} (train/, eval/metrics.json, result.json)")
+
+
 @app.command("backends")
 def backends() -> None:
     """List the model backends."""

@@ -104,11 +104,21 @@ def apply_model_override(cfg: SystemConfig, override: str) -> None:
         raise ConfigError(f"--model takes NAME=PATH_OR_ID, got {override!r}")
     if name not in cfg.models:
         raise ConfigError(f"--model {name}=...: no model named {name!r} (defined: {', '.join(cfg.models) or 'none'})")
-    old = cfg.models[name]
+    cfg.models[name] = model_spec_from_value(value, cfg.models[name])
+
+
+def model_spec_from_value(value: str, old: ModelSpec | None = None) -> ModelSpec:
+    """A model entry from a command-line value, keeping ``old``'s options when the backend stays.
+
+    VALUE is a local folder or hub id (Hugging Face backend), ``hf:PATH``, ``openai:MODEL``,
+    ``openai:MODEL@BASE_URL``, or ``tiny`` / ``tiny:ARCH`` (the offline test model).
+    """
     backend, colon, rest = value.partition(":")
-    if not colon or backend not in ("hf", "openai", "fake") or rest.startswith("//"):
+    if value == "tiny":
+        backend, colon, rest = "tiny", ":", "llama"
+    if not colon or backend not in ("hf", "openai", "fake", "tiny") or rest.startswith("//"):
         backend, rest = "hf", value
-    keep = old.options() if old.backend == backend else {}
+    keep = old.options() if old is not None and old.backend == backend else {}
     if backend == "hf":
         keep["path"] = rest
     elif backend == "openai":
@@ -116,9 +126,11 @@ def apply_model_override(cfg: SystemConfig, override: str) -> None:
         keep["model"] = model
         if at:
             keep["base_url"] = url
+    elif backend == "tiny":
+        keep["arch"] = rest
     else:
         raise ConfigError("--model cannot switch a model to the fake backend; edit the YAML instead")
-    cfg.models[name] = ModelSpec(backend=backend, **keep)
+    return ModelSpec(backend=backend, **keep)
 
 
 def redacted(data: Any) -> Any:

@@ -118,8 +118,13 @@ class Agent:
     async def acall(self, *inputs: Any, **named: Any) -> Output:
         return await self.achat(self._messages(inputs, named))
 
-    def chat(self, messages: Sequence[tuple[str, Any]]) -> Output:
-        """Call with explicit ``(role, content)`` messages after the system prompt (multi-turn)."""
+    def chat(self, messages: Sequence[tuple[Any, ...]]) -> Output:
+        """Call with explicit ``(role, content)`` messages after the system prompt (multi-turn).
+
+        A message may carry a third element, the extra fields of an OpenAI-style message
+        (``tool_calls`` of an assistant message, ``tool_call_id`` and ``name`` of a tool result):
+        :func:`transcript` gives a turn's messages in that form, to continue a conversation.
+        """
         loop = self._loop(self._with_system(messages))
         reply: Any = None
         while True:
@@ -133,7 +138,7 @@ class Agent:
                 tool, arguments = args
                 reply = asyncio.run(tool.arun(arguments)) if inspect.iscoroutinefunction(tool.fn) else tool.run(arguments)
 
-    async def achat(self, messages: Sequence[tuple[str, Any]]) -> Output:
+    async def achat(self, messages: Sequence[tuple[Any, ...]]) -> Output:
         loop = self._loop(self._with_system(messages))
         reply: Any = None
         while True:
@@ -169,8 +174,10 @@ class Agent:
             blocks.append(Text.format("{0}:\n{1}", label, text))
         return Text.join("\n\n", blocks)
 
-    def _with_system(self, messages: Sequence[tuple[str, Any]]) -> list[_Msg]:
-        return [_Msg("system", Text(str(self.prompt)))] + [_Msg(r, as_text(c)) for r, c in messages]
+    def _with_system(self, messages: Sequence[tuple[Any, ...]]) -> list[_Msg]:
+        """The system prompt, then ``(role, content)`` or ``(role, content, extra)`` messages."""
+        return [_Msg("system", Text(str(self.prompt)))] + [
+            _Msg(m[0], as_text(m[1]), dict(m[2]) if len(m) > 2 else {}) for m in messages]
 
     # --- the loop, written once for both drivers ------------------------------------------
     def _loop(self, msgs: list[_Msg]) -> Generator[tuple[Any, ...], Any, Output]:
@@ -236,3 +243,24 @@ class Agent:
                 break
         last = trace.nodes[calls[-1]]
         return Output(last.text, last.id, list(last.tool_calls), calls, ended, trace)
+
+
+def transcript(output: Output) -> list[tuple[str, Text, dict[str, Any]]]:
+    """The assistant and tool messages of one agent invocation, provenance kept.
+
+    Appending them to the messages of the next :meth:`Agent.chat` continues the conversation with
+    every earlier tool call and result in view, as a tool-calling agent keeps its history.
+    """
+    trace = output.trace
+    out: list[tuple[str, Text, dict[str, Any]]] = []
+    for cid in output.calls:
+        node = trace.nodes[cid]
+        results = [n for n in trace.nodes[cid + 1:] if n.kind == "tool" and n.parents == [cid]]
+        if node.tool_calls and results:
+            out.append(("assistant", Text(node.text, source=cid), {"tool_calls": [c.to_dict() for c in node.tool_calls]}))
+            for r in results:
+                out.append(("tool", Text(r.text, source=r.id), {"tool_call_id": r.meta.get("tool_call_id", ""),
+                                                                 "name": r.name}))
+        else:
+            out.append(("assistant", Text(node.text, source=cid), {}))
+    return out

@@ -1,0 +1,118 @@
+"""What both benchmarks share: prompt files, models from the command line, task ranges, run files."""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.config import SystemConfig, apply_model_override, read_yaml, validate
+from agentgrad.core.agent import Agent, Prompt
+from agentgrad.core.tools import Tool
+from agentgrad.errors import ConfigError
+from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.models.registry import create_model
+
+
+def load_prompts(benchmark: str, system: str, path: str | Path | None = None) -> SystemConfig:
+    """A benchmark system's agents, prompts and models: ``path``, else the packaged YAML."""
+    if path is None:
+        ref = resources.files("agentgrad.benchmarks") / benchmark / "prompts" / f"{system}.yaml"
+        if not ref.is_file():
+            raise ConfigError(f"{benchmark} has no system {system!r}")
+        with resources.as_file(ref) as p:
+            return validate(SystemConfig, read_yaml(p), f"{benchmark}/prompts/{system}.yaml")
+    return validate(SystemConfig, read_yaml(path), str(path))
+
+
+def apply_overrides(cfg: SystemConfig, overrides: list[str]) -> None:
+    """``--model NAME=VALUE`` (a bare VALUE means ``default=VALUE``)."""
+    for o in overrides:
+        apply_model_override(cfg, o if "=" in o else f"default={o}")
+
+
+def create_models(cfg: SystemConfig, names: list[str] | None = None) -> dict[str, LanguageModel]:
+    return {n: create_model(n, s.backend, **s.options()) for n, s in cfg.models.items() if names is None or n in names}
+
+
+def build_agents(cfg: SystemConfig, models: dict[str, LanguageModel],
+                 tools_for: Callable[[str], list[Tool]] = lambda name: []) -> dict[str, Agent]:
+    """One :class:`Agent` per entry of ``cfg.agents``, with the tools ``tools_for(name)`` gives."""
+    agents = {}
+    for name, spec in cfg.agents.items():
+        if spec.model not in models:
+            raise ConfigError(f"agent {name!r} uses model {spec.model!r}, which is not defined under models "
+                              f"(defined: {', '.join(models) or 'none'})")
+        settings = GenerationSettings.model_validate(cfg.settings.model_dump() | spec.settings)
+        agents[name] = Agent(name, Prompt(spec.prompt, tuple(spec.protected)), models[spec.model], tools_for(name),
+                             settings, spec.template, spec.max_tool_rounds, spec.model)
+    return agents
+
+
+def require_agents(cfg: SystemConfig, names: list[str], where: str) -> None:
+    missing = [n for n in names if n not in cfg.agents]
+    if missing:
+        raise ConfigError(f"{where} must define agent(s) {', '.join(missing)}")
+
+
+def parse_range(spec: str | None, n: int) -> list[int]:
+    """``"0-9,12"`` -> [0..9, 12], each checked against ``n`` items; ``None`` -> all."""
+    if spec is None or spec == "all":
+        return list(range(n))
+    out: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = (int(x) for x in part.split("-", 1))
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise ConfigError(f"--tasks takes indices and ranges like 0-9,12; got {spec!r}") from None
+    bad = [i for i in out if not 0 <= i < n]
+    if bad:
+        raise ConfigError(f"task index {bad[0]} is out of range (the split has {n} tasks: 0-{n - 1})")
+    return list(dict.fromkeys(out))
+
+
+def pass_hat_k(successes: dict[Any, list[bool]]) -> dict[int, float]:
+    """pass^k as tau-bench defines it: the mean over tasks of C(c, k) / C(n, k), k = 1..n.
+
+    ``c`` is a task's number of successful trials out of ``n``; every task needs the same ``n``.
+    """
+    if not successes:
+        return {}
+    n = min(len(v) for v in successes.values())
+    return {k: sum(math.comb(sum(v[:n]), k) / math.comb(n, k) for v in successes.values()) / len(successes)
+            for k in range(1, n + 1)}
+
+
+
+def make_scorer(models: dict[str, LanguageModel], scorer: str | None = None, dtype: str = "float32",
+                device: str = "cpu", model_name: str = "default") -> Any:
+    """The white-box scorer: ``scorer`` (a folder or hub id), else the system's own HF model."""
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.models.hf import HFModel
+
+    if scorer:
+        return Scorer(scorer, dtype=dtype, device=device, on_too_long="skip")
+    model = models.get(model_name)
+    if not isinstance(model, HFModel):
+        raise ConfigError(f"the agents' model {model_name!r} is not a local Hugging Face model; give --scorer "
+                          f"PATH_OR_ID, a white-box model to attribute with")
+    return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path, on_too_long="skip",
+                  max_context=model.max_context)
+
+
+def make_optimizer(value: str | None, max_chars: int = 24000, max_new_tokens: int = 4096) -> Any:
+    """An LLM optimizer on the model ``value`` (as ``--model`` takes it), else the deterministic one."""
+    from agentgrad.config import model_spec_from_value
+    from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
+
+    if not value:
+        return DeterministicOptimizer(max_chars=max_chars)
+    spec = model_spec_from_value(value)
+    return PromptOptimizer(create_model("optimizer", spec.backend, **spec.options()), max_chars=max_chars,
+                           settings=GenerationSettings(max_new_tokens=max_new_tokens))

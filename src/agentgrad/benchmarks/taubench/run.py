@@ -1,0 +1,178 @@
+"""``agentgrad bench taubench evaluate`` and ``optimize``: conversations, rewards, pass^k, the paper's protocol.
+
+A run directory holds ``config.yaml``, ``events.jsonl`` (one ``episode`` record per finished
+conversation, written durably), ``traces/<split>-<index>-t<trial>.json`` and ``metrics.json``.
+An interrupted evaluation resumes with ``--resume``: finished conversations are not run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.backward import VerbalLoss
+from agentgrad.benchmarks.common import (apply_overrides, create_models, make_optimizer, make_scorer, pass_hat_k,
+                                         parse_range)
+from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks
+from agentgrad.benchmarks.taubench.loss import reward_loss
+from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
+                                                  read_policy)
+from agentgrad.benchmarks.taubench.user import UserSimulator
+from agentgrad.config import SystemConfig, model_spec_from_value
+from agentgrad.core.trace import Trace, write_json_atomic
+from agentgrad.errors import ConfigError
+from agentgrad.models.base import GenerationSettings
+from agentgrad.optim.config import TrainerConfig
+from agentgrad.optim.tasks import Score
+from agentgrad.optim.trainer import Trainer, set_prompts
+from agentgrad.runs.rundir import RunDir
+
+
+@dataclass
+class TauOptions:
+    """Everything that determines a tau-bench run."""
+
+    system: str = "multi"
+    prompts: str | None = None  # a prompts YAML instead of the packaged one
+    models: list[str] = field(default_factory=list)  # --model NAME=VALUE
+    user_model: str | None = None
+    user_temperature: float = 0.0
+    split: str = "test"
+    tasks: str | None = None  # "0-9,12"
+    trials: int = 1
+    max_turns: int = 30
+    data: str | None = None
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.__dict__, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class TauSetup:
+    """The configuration, models, database and system of a run (models are loaded once)."""
+
+    def __init__(self, opts: TauOptions):
+        self.opts = opts
+        self.cfg: SystemConfig = load_retail_config(opts.system, opts.prompts, read_policy(opts.data))
+        apply_overrides(self.cfg, opts.models)
+        if opts.user_model:
+            self.cfg.models["user"] = model_spec_from_value(opts.user_model, self.cfg.models.get("user"))
+        if "user" not in self.cfg.models:
+            raise ConfigError("the prompts file defines no 'user' model; add one or pass --user-model")
+        self.database = RetailDatabase(opts.data)
+        self.models = create_models(self.cfg)
+        self.user_seed = 0
+        self.system = self.build()
+
+    def make_user(self) -> UserSimulator:
+        return UserSimulator(self.models["user"], GenerationSettings(temperature=self.opts.user_temperature,
+                                                                     max_new_tokens=256, seed=self.user_seed))
+
+    def build(self) -> RetailSystem:
+        return build_system(self.opts.system, self.cfg, self.models, self.make_user, self.database, self.opts.max_turns)
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean action, output and overall reward, and pass^k, over finished episodes."""
+    n = len(records)
+    by_task: dict[str, list[bool]] = {}
+    for r in sorted(records, key=lambda r: r["trial"]):
+        by_task.setdefault(f"{r['split']}-{r['index']}", []).append(r["reward"]["reward"] >= 1.0)
+    mean = lambda key: sum(r["reward"][key] for r in records) / n if n else 0.0  # noqa: E731
+    return {
+        "episodes": n,
+        "tasks": len(by_task),
+        "action_reward": mean("actions"),
+        "output_reward": mean("outputs"),
+        "reward": mean("reward"),
+        "pass_hat_k": {str(k): v for k, v in pass_hat_k(by_task).items()},
+        "ended_by": {e: sum(r["ended_by"] == e for r in records) for e in sorted({r["ended_by"] for r in records})},
+        "per_task": {t: [int(x) for x in v] for t, v in by_task.items()},
+    }
+
+
+def evaluate(setup: TauSetup, run_dir: RunDir, on_episode: Callable[[dict[str, Any]], None] | None = None,
+             prompts: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run every (task, trial) not yet in ``run_dir`` and write ``metrics.json``; trials outermost."""
+    opts = setup.opts
+    tasks = load_tasks(opts.split, opts.data)
+    chosen = [tasks[i] for i in parse_range(opts.tasks, len(tasks))]
+    if prompts:
+        set_prompts(setup.system, prompts)
+    done = {(e["index"], e["trial"]) for e in run_dir.events() if e.get("event") == "episode"}
+    for trial in range(opts.trials):
+        setup.user_seed = trial
+        for task in chosen:
+            if (task.index, trial) in done:
+                continue
+            record = run_episode(setup.system, task, trial, run_dir)
+            if on_episode:
+                on_episode(record)
+    records = [e for e in run_dir.events() if e.get("event") == "episode"]
+    metrics = summarize(records) | {"system": opts.system, "split": opts.split, "trials": opts.trials,
+                                    "models": {n: s.model_dump() for n, s in setup.cfg.models.items()}}
+    write_json_atomic(run_dir.path / "metrics.json", metrics)
+    return metrics
+
+
+def run_episode(system: RetailSystem, task: RetailTask, trial: int, run_dir: RunDir) -> dict[str, Any]:
+    """One conversation: its trace is written, then its ``episode`` record (the resume marker)."""
+    sid = f"{task.split}-{task.index}-t{trial}"
+    ep = system.run({"task": task}, id=sid)
+    outcome: RetailOutcome = ep.output
+    ep.trace.meta["reward"] = outcome.reward.to_dict()
+    ep.trace.save(run_dir.path / "traces" / f"{sid}.json")
+    return run_dir.log("episode", trial=trial, trace=f"traces/{sid}.json", **outcome.to_dict())
+
+
+class TauTask:
+    """tau-bench retail as a trainer task: train tasks to learn from, dev tasks to validate on."""
+
+    name = "taubench"
+
+    def __init__(self, setup: TauSetup):
+        self.setup = setup
+
+    def examples(self, split: str) -> list[dict[str, Any]]:
+        split = {"val": "dev"}.get(split, split)
+        return [{"id": f"{t.split}-{t.index}", "task": t} for t in load_tasks(split, self.setup.opts.data)]
+
+    def build_system(self) -> RetailSystem:
+        return self.setup.system
+
+    def metric(self, example: dict[str, Any], output: Any, trace: Trace) -> Score:
+        r = output.reward
+        return Score(r.reward, r.reward >= 1.0, r.to_dict() | {"ended_by": output.ended_by})
+
+    def loss(self, example: dict[str, Any], output: Any, trace: Trace, score: Score) -> VerbalLoss | None:
+        return reward_loss(trace, output)
+
+
+def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int = 10, seed: int = 0,
+             scorer: str | None = None, optimizer: str | None = None, on_event: Callable | None = None,
+             on_episode: Callable | None = None) -> dict[str, Any]:
+    """The paper's protocol: ``samples`` training conversations, a step after each, then evaluation.
+
+    Training goes to ``out/train`` (checkpoints, attribution, prompts per step) and the evaluation of
+    the final prompts on ``setup.opts.split`` / ``tasks`` to ``out/eval``; both resume.
+    """
+    from agentgrad.attribution.weights import get_method
+
+    get_method(method)
+    digest = hashlib.sha256(f"{setup.opts.digest()}|{method}|{samples}|{seed}|{scorer}|{optimizer}".encode()).hexdigest()[:16]
+    train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
+    train_dir.write_config({"benchmark": "taubench", "options": setup.opts.__dict__, "method": method,
+                            "samples": samples, "seed": seed, "scorer": scorer, "optimizer": optimizer})
+    cfg = TrainerConfig(samples=samples, step_every=1, seed=seed)
+    trainer = Trainer(TauTask(setup), make_scorer(setup.models, scorer), make_optimizer(optimizer), cfg, train_dir,
+                      method, 1, 16, digest, on_event)
+    final = trainer.fit()
+    eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())
+    eval_dir.write_config({"benchmark": "taubench", "options": setup.opts.__dict__, "prompts": "train/final.json"})
+    metrics = evaluate(setup, eval_dir, on_episode, prompts=final["prompts"])
+    result = {"train": {k: final[k] for k in ("train_score", "steps", "accepted", "rejected")}, "eval": metrics}
+    write_json_atomic(out / "result.json", result)
+    return result
+

@@ -1,0 +1,265 @@
+"""The paper's multi-agent retail system, the single-agent baseline, and the conversation loop.
+
+Multi-agent (one turn per customer message): the **manager** holds the policy (wiki.md), reads
+the conversation and the findings so far, and routes the turn (``ROUTE: worker, ...``) with an
+instruction; each routed **worker** acts with only its own tools; the **responder** writes the
+reply to the customer from the conversation, the manager's instruction and the findings.
+Single-agent: one agent with the policy and all tools, keeping its whole tool-calling history.
+
+Both run a full conversation with a customer (a :class:`~.user.User`) over a fresh database per
+episode, record every customer line as an input node, and end on ``###STOP###``, on a transfer to
+a human agent, or at the turn limit. Prompts are YAML (``prompts/multi.yaml``, ``single.yaml``);
+``{policy}`` in a prompt is replaced by wiki.md at load time and protected from rewrites.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.benchmarks.common import build_agents, load_prompts, require_agents
+from agentgrad.benchmarks.data import benchmark_dir
+from agentgrad.benchmarks.taubench import tools as T
+from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, RetailTask, Reward
+from agentgrad.benchmarks.taubench.user import User, is_stop
+from agentgrad.config import SystemConfig
+from agentgrad.core.agent import Output, transcript
+from agentgrad.core.system import System
+from agentgrad.core.text import Text
+from agentgrad.core.tools import Tool
+from agentgrad.core.trace import current_trace
+from agentgrad.errors import ConfigError, ModelError
+from agentgrad.models.base import LanguageModel
+
+WORKERS: dict[str, list[str]] = {
+    "user_resolution": ["find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details"],
+    "retrieval": ["get_order_details", "get_product_details", "list_all_product_types", "calculate"],
+    "post_delivery": ["return_delivered_order_items", "exchange_delivered_order_items"],
+    "order_modification": ["cancel_pending_order", "modify_pending_order_address", "modify_pending_order_items",
+                           "modify_pending_order_payment"],
+    "user_profile": ["modify_user_address"],
+}
+MANAGER_TOOLS = ["transfer_to_human_agents", "think"]
+TOOL_OWNER = {t: w for w, ts in WORKERS.items() for t in ts}
+
+_ENV: contextvars.ContextVar[RetailEnv] = contextvars.ContextVar("agentgrad_taubench_env")
+
+
+def episode_tools(names: list[str]) -> list[Tool]:
+    """Tools that act on the database of the episode being run (each episode has its own)."""
+    out = []
+    for name in names:
+        s = T.schema(name)["function"]
+
+        def fn(_name: str = name, **kw: Any) -> str:
+            return _ENV.get().step(_name, kw)
+
+        out.append(Tool(name, s["description"], s["parameters"], fn, ends_episode=name in T.TERMINATE_TOOLS))
+    return out
+
+
+def read_policy(data: str | Path | None = None) -> str:
+    path = benchmark_dir("taubench_retail", data) / "wiki.md"
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+
+
+def load_retail_config(system: str, prompts: str | Path | None, policy: str) -> SystemConfig:
+    """The prompts YAML with ``{policy}`` filled in and protected (the optimizer may not drop it)."""
+    cfg = load_prompts("taubench", system, prompts)
+    for spec in cfg.agents.values():
+        if "{policy}" in spec.prompt:
+            spec.prompt = spec.prompt.replace("{policy}", policy)
+            spec.protected = list(dict.fromkeys([*spec.protected, policy]))
+    return cfg
+
+
+@dataclass
+class RetailOutcome:
+    """What one conversation produced: the reward, the actions, the replies and how it ended."""
+
+    task: RetailTask
+    reward: Reward
+    ended_by: str
+    turns: int
+    actions: list[dict[str, Any]]
+    replies: list[str]
+    reply_nodes: list[int] = field(default_factory=list)
+    error: str | None = None
+
+    def __str__(self) -> str:
+        return self.replies[-1] if self.replies else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"split": self.task.split, "index": self.task.index, "reward": self.reward.to_dict(),
+                "ended_by": self.ended_by, "turns": self.turns, "actions": self.actions, "replies": self.replies,
+                "error": self.error}
+
+
+class RetailSystem(System):
+    """The conversation loop shared by both systems; subclasses define one turn.
+
+    Args:
+        cfg: agents, prompts and models (see ``prompts/*.yaml``).
+        models: the models of ``cfg``.
+        make_user: builds the customer of an episode.
+        database: the retail database (each episode gets a fresh copy).
+        max_turns: customer messages answered before the episode is cut.
+    """
+
+    kind = "base"
+    required: list[str] = []
+
+    def __init__(self, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[], User],
+                 database: RetailDatabase, max_turns: int = 30):
+        require_agents(cfg, self.required, f"the {self.kind} tau-bench system")
+        self.cfg = cfg
+        self.name = f"taubench-{self.kind}"
+        self.make_user = make_user
+        self.database = database
+        self.max_turns = max_turns
+        self.agents_ = build_agents(cfg, models, self.tools_for)
+
+    def tools_for(self, agent: str) -> list[Tool]:
+        return []
+
+    def start(self) -> None:
+        """Reset the per-conversation state."""
+
+    def turn(self, message: Text) -> Output:
+        raise NotImplementedError
+
+    def forward(self, task: RetailTask) -> RetailOutcome:
+        if not isinstance(task, RetailTask):
+            raise ConfigError("a tau-bench example needs a 'task' field holding a RetailTask")
+        trace = current_trace()
+        env = RetailEnv(self.database, task)
+        token = _ENV.set(env)
+        user = self.make_user()
+        ended_by, turns, error, reply_nodes = "turn_limit", 0, None, []
+        self.start()
+        try:
+            text = user.reset(task.instruction)
+            while True:
+                if is_stop(text):
+                    ended_by = "user_stop"
+                    break
+                if turns >= self.max_turns:
+                    break
+                message = trace.input(text, name="customer", turn=turns)
+                reply = self.turn(message)
+                turns += 1
+                if env.done:
+                    ended_by = "transfer"
+                    break
+                env.respond(str(reply))
+                reply_nodes.append(reply.node)
+                text = user.reply(str(reply))
+        except ModelError as e:  # a model failure (agent or customer) ends the episode, which is still scored
+            ended_by, error = "error", str(e)
+        finally:
+            _ENV.reset(token)
+        trace.meta.update(task={"split": task.split, "index": task.index}, ended_by=ended_by)
+        actions = [a.to_dict() for a in env.actions if a.name != "respond"]
+        return RetailOutcome(task, env.reward(), ended_by, turns, actions, list(env.replies), reply_nodes, error)
+
+
+class MultiAgentRetail(RetailSystem):
+    """Manager (policy, routing) -> workers (their own tools) -> responder, once per customer message."""
+
+    kind = "multi"
+    required = ["manager", *WORKERS, "responder"]
+    max_findings = 8
+
+    def tools_for(self, agent: str) -> list[Tool]:
+        if agent == "manager":
+            return episode_tools(MANAGER_TOOLS)
+        return episode_tools(WORKERS.get(agent, []))
+
+    def start(self) -> None:
+        self.history: list[tuple[str, Text]] = []
+        self.findings: list[Text] = []
+
+    def _findings(self, extra: list[Text] = ()) -> Text:  # type: ignore[assignment]
+        items = (self.findings + list(extra))[-self.max_findings:]
+        return Text.join("\n", items) if items else Text("(none yet)")
+
+    @staticmethod
+    def routes(text: str) -> list[str]:
+        """Workers named on the manager's ``ROUTE:`` line, in order (unknown names ignored)."""
+        m = re.search(r"ROUTE\s*:\s*(.*)", text, flags=re.IGNORECASE)
+        if not m:
+            return []
+        names = [n.strip().lower().replace("-", "_") for n in re.split(r"[,;\s]+", m.group(1))]
+        return list(dict.fromkeys(n for n in names if n in WORKERS))
+
+    @staticmethod
+    def report(name: str, out: Output) -> Text:
+        """A worker's finding: the tools it called with their results (provenance kept), and its summary."""
+        trace = out.trace
+        parts: list[Text] = []
+        for cid in out.calls:
+            for call in trace.nodes[cid].tool_calls:
+                results = [n for n in trace.nodes[cid + 1:] if n.kind == "tool" and n.parents == [cid]
+                           and n.meta.get("tool_call_id") == call.id]
+                if results:
+                    parts.append(Text.format("{0}({1}) -> {2}", call.name, str(call.arguments),
+                                             Text(results[0].text, source=results[0].id)))
+        parts.append(Text(out))
+        return Text.format("[{0}] {1}", name, Text.join("; ", parts))
+
+    def turn(self, message: Text) -> Output:
+        a = self.agents_
+        self.history.append(("Customer", message))
+        conversation = Text.join("\n", [Text.format("{0}: {1}", who, t) for who, t in self.history])
+        plan = a["manager"](conversation=conversation, findings=self._findings())
+        trace = plan.trace
+        routes = self.routes(str(plan))
+        trace.nodes[plan.node].meta["routes"] = routes
+        if plan.ended:
+            return plan
+        new: list[Text] = []
+        for name in routes:
+            out = a[name](conversation=conversation, instruction=plan, findings=self._findings(new))
+            new.append(self.report(name, out))
+            if out.ended:
+                return out
+        self.findings.extend(new)
+        reply = a["responder"](conversation=conversation, instruction=plan, findings=self._findings())
+        self.history.append(("Agent", reply))
+        return reply
+
+
+class SingleAgentRetail(RetailSystem):
+    """One tool-calling agent with the policy and every tool, keeping its whole history."""
+
+    kind = "single"
+    required = ["agent"]
+
+    def tools_for(self, agent: str) -> list[Tool]:
+        return episode_tools(list(T.SPECS))
+
+    def start(self) -> None:
+        self.messages: list[tuple[Any, ...]] = []
+
+    def turn(self, message: Text) -> Output:
+        self.messages.append(("user", message))
+        out = self.agents_["agent"].chat(self.messages)
+        self.messages.extend(transcript(out))
+        return out
+
+
+SYSTEMS: dict[str, type[RetailSystem]] = {"multi": MultiAgentRetail, "single": SingleAgentRetail}
+
+
+def build_system(kind: str, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[], User],
+                 database: RetailDatabase, max_turns: int = 30) -> RetailSystem:
+    if kind not in SYSTEMS:
+        raise ConfigError(f"unknown tau-bench system {kind!r}; valid: {', '.join(SYSTEMS)}")
+    return SYSTEMS[kind](cfg, models, make_user, database, max_turns)
+
