@@ -31,7 +31,11 @@ trace_app = typer.Typer(help="Inspect traces.", no_args_is_help=True)
 testing_app = typer.Typer(help="Offline helpers: tiny models and a local OpenAI-compatible server.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks of the paper.", no_args_is_help=True)
 taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
+multiwoz_app = typer.Typer(help="MultiWOZ: task-oriented dialogue over five domains.", no_args_is_help=True)
+data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 bench_app.add_typer(taubench_app, name="taubench")
+bench_app.add_typer(multiwoz_app, name="multiwoz")
+app.add_typer(data_app, name="data")
 app.add_typer(bench_app, name="bench")
 app.add_typer(trace_app, name="trace")
 app.add_typer(testing_app, name="testing")
@@ -234,6 +238,21 @@ def taubench_replay_gold(
         raise typer.Exit(1)
 
 
+def _open_run(out: Path, resume: bool, digest: str, config: dict):
+    """A benchmark run directory; a resumed one must have been started with the same options."""
+    from agentgrad.runs.rundir import RunDir
+
+    run_dir = RunDir(out, resume=resume)
+    if resume:
+        old = next((e for e in run_dir.events() if e.get("event") == "started"), None)
+        if old and old.get("digest") != digest:
+            raise ConfigError(f"{out} was started with other options; resume it with the same ones")
+    else:
+        run_dir.log("started", digest=digest)
+    run_dir.write_config(config)
+    return run_dir
+
+
 def _tau_options(system: str, prompts: Optional[Path], model: list[str], user_model: Optional[str],
                  user_temperature: float, split: str, tasks: Optional[str], trials: int, max_turns: int,
                  data_dir: Optional[Path]):
@@ -295,18 +314,10 @@ def taubench_evaluate(
     from agentgrad.benchmarks.common import parse_range
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, evaluate
-    from agentgrad.runs.rundir import RunDir
 
     opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_turns, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
-    run_dir = RunDir(out, resume=resume)
-    if resume:
-        old = next((e for e in run_dir.events() if e.get("event") == "started"), None)
-        if old and old.get("digest") != opts.digest():
-            raise ConfigError(f"{out} was started with other options; resume it with the same ones")
-    else:
-        run_dir.log("started", digest=opts.digest())
-    run_dir.write_config({"benchmark": "taubench", "options": opts.__dict__})
+    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
     with console.status("loading models"):
         setup = TauSetup(opts)
     progress, on_episode = _episode_progress(n * trials)
@@ -362,6 +373,123 @@ def taubench_optimize(
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
     _print_tau_metrics(result["eval"])
     console.print(f"run directory: {out} (train/, eval/metrics.json, result.json)")
+
+
+def _print_woz_metrics(m: dict) -> None:
+    labels = ", ".join(m["labels"]) or "-"
+    table = Table(title=f"MultiWOZ ({labels} labels), {m['system']} system, {m['dialogues']} {m['split']} dialogues")
+    for col in ("Inform", "Success", "JGA", "Slot Recall", "Slot Precision", "Slot F1"):
+        table.add_column(col, justify="right")
+    table.add_row(*(f"{m[k]:.2f}" for k in ("inform", "success", "jga", "slot_recall", "slot_precision", "slot_f1")))
+    console.print(table)
+
+
+def _dialogue_progress(total: int):
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=console)
+    bar = progress.add_task("dialogues", total=total)
+    stats = {"turns": 0, "joint": 0}
+
+    def on_dialogue(r: dict) -> None:
+        stats["turns"] += len(r["turns"])
+        stats["joint"] += sum(t["joint"] for t in r["turns"])
+        progress.update(bar, advance=1, description=f"dialogues | JGA so far {100 * stats['joint'] / max(stats['turns'], 1):.1f}")
+
+    return progress, on_dialogue
+
+
+_WOZ_SYSTEM = typer.Option("multi", "--system", help="multi (the paper's system), single (baseline) or gold.")
+_WOZ_N = typer.Option(100, "--n", min=1, help="Dialogues sampled from the split (the paper: 100).")
+_WOZ_SEED = typer.Option(42, "--seed", help="Seed of the dialogue sample (the paper: 42).")
+
+
+@multiwoz_app.command("evaluate")
+def multiwoz_evaluate(
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    system: str = _WOZ_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    n: int = _WOZ_N,
+    seed: int = _WOZ_SEED,
+    split: str = typer.Option("test", "--split", help="test or val."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """Run a system over sampled dialogues; print Inform, Success, JGA and slot recall/precision/F1."""
+    from agentgrad.benchmarks.multiwoz.run import WozOptions, WozSetup, evaluate
+
+    opts = WozOptions(system, str(prompts) if prompts else None, list(model), split, n, seed,
+                      str(data_dir) if data_dir else None)
+    with console.status("loading data and models"):
+        setup = WozSetup(opts)
+        total = len(setup.dialogues())
+    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "multiwoz", "options": opts.__dict__})
+    progress, on_dialogue = _dialogue_progress(total)
+    with progress:
+        metrics = evaluate(setup, run_dir, on_dialogue)
+    _print_woz_metrics(metrics)
+    console.print(f"run directory: {out} (metrics.json, predictions.json, events.jsonl, traces/)")
+
+
+@multiwoz_app.command("optimize")
+def multiwoz_optimize(
+    out: Path = typer.Option(..., "--out", help="Run directory to write (train/ and eval/)."),
+    system: str = _WOZ_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    method: str = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    samples: int = typer.Option(30, "--samples", min=1, help="Validation dialogues trained on (the paper: 30)."),
+    step_every: int = typer.Option(3, "--step-every", min=1, help="An optimizer step every N dialogues (the paper: 3)."),
+    train_seed: int = typer.Option(0, "--train-seed", help="Which training dialogues are sampled."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: "
+                                                                "the agents' own model, when local)."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same "
+                                                                            "forms as --model; default: deterministic)."),
+    n: int = _WOZ_N,
+    seed: int = _WOZ_SEED,
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """The paper's protocol: train on validation dialogues (a step every 3), then evaluate on the test sample."""
+    from agentgrad.benchmarks.multiwoz.run import WozOptions, WozSetup, optimize
+
+    opts = WozOptions(system, str(prompts) if prompts else None, list(model), "test", n, seed,
+                      str(data_dir) if data_dir else None)
+    if (out / "train").exists() and not resume:
+        raise ConfigError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+    with console.status("loading data and models"):
+        setup = WozSetup(opts)
+        total = len(setup.dialogues())
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "sample":
+            console.print(f"train {e['sample']}: JGA {100 * e['score']:.0f}, blamed {', '.join(e['blamed']) or 'none'}")
+        elif e["event"] == "step":
+            console.print(f"step {e['step']}: updated {', '.join(e.get('updated', [])) or 'none'}")
+
+    progress, on_dialogue = _dialogue_progress(total)
+    with progress:
+        result = optimize(setup, out, resume, method, samples, step_every, train_seed, scorer, optimizer, on_event,
+                          on_dialogue)
+    t = result["train"]
+    console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train JGA {100 * t['train_score']:.1f}")
+    _print_woz_metrics(result["eval"])
+    console.print(f"run directory: {out} (train/, eval/metrics.json, eval/predictions.json, result.json)")
+
+
+@data_app.command("download")
+def data_download(
+    name: str = typer.Argument(..., help="multiwoz24"),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """Fetch a dataset into the data directory (needs network access)."""
+    if name != "multiwoz24":
+        raise ConfigError(f"unknown dataset {name!r}; valid: multiwoz24")
+    from agentgrad.benchmarks.multiwoz.data import download_multiwoz24
+
+    with console.status("downloading MultiWOZ 2.4"):
+        dest = download_multiwoz24(data_dir)
+    console.print(f"MultiWOZ 2.4 unpacked into {dest}; evaluations now use its labels")
 
 
 @app.command("backends")

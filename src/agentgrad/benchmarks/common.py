@@ -116,3 +116,31 @@ def make_optimizer(value: str | None, max_chars: int = 24000, max_new_tokens: in
     spec = model_spec_from_value(value)
     return PromptOptimizer(create_model("optimizer", spec.backend, **spec.options()), max_chars=max_chars,
                            settings=GenerationSettings(max_new_tokens=max_new_tokens))
+
+
+def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, resume: bool, method: str,
+                        trainer_cfg: Any, scorer: str | None, optimizer: str | None, digest: str,
+                        config: dict[str, Any], evaluate: Callable[[Any, dict[str, str]], dict[str, Any]],
+                        on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """A benchmark's optimisation protocol: train into ``out/train``, evaluate the final prompts into ``out/eval``.
+
+    ``evaluate(run_dir, prompts)`` runs the benchmark's evaluation with those prompts. Both stages
+    resume (``resume=True``); ``out/result.json`` holds the training summary and the metrics.
+    """
+    from agentgrad.attribution.weights import get_method
+    from agentgrad.core.trace import write_json_atomic
+    from agentgrad.optim.trainer import Trainer
+    from agentgrad.runs.rundir import RunDir
+
+    get_method(method)
+    train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
+    train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer})
+    trainer = Trainer(task, make_scorer(models, scorer), make_optimizer(optimizer), trainer_cfg, train_dir, method, 1,
+                      16, digest, on_event)
+    final = trainer.fit()
+    eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())
+    eval_dir.write_config(config | {"prompts": "train/final.json"})
+    metrics = evaluate(eval_dir, final["prompts"])
+    result = {"train": {k: final[k] for k in ("train_score", "steps", "accepted", "rejected")}, "eval": metrics}
+    write_json_atomic(out / "result.json", result)
+    return result

@@ -264,3 +264,24 @@ def transcript(output: Output) -> list[tuple[str, Text, dict[str, Any]]]:
         else:
             out.append(("assistant", Text(node.text, source=cid), {}))
     return out
+
+
+def tool_report(output: Output) -> Text:
+    """What an invocation did: ``tool(arguments) -> result`` per tool call, then its final words.
+
+    Results keep their provenance (the tool nodes), so an agent reading the report is connected to
+    the tools' outputs, not only to the agent that called them.
+    """
+    import json
+
+    trace = output.trace
+    parts: list[Text] = []
+    for cid in output.calls:
+        for call in trace.nodes[cid].tool_calls:
+            found = [n for n in trace.nodes[cid + 1:] if n.kind == "tool" and n.parents == [cid]
+                     and n.meta.get("tool_call_id") == call.id]
+            if found:
+                parts.append(Text.format("{0}({1}) -> {2}", call.name, json.dumps(call.arguments, ensure_ascii=False),
+                                         Text(found[0].text, source=found[0].id)))
+    parts.append(Text(output))
+    return Text.join("; ", parts)

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.benchmarks.common import (apply_overrides, create_models, make_optimizer, make_scorer, pass_hat_k,
-                                         parse_range)
+from agentgrad.benchmarks.common import apply_overrides, create_models, pass_hat_k, parse_range, train_then_evaluate
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
@@ -27,7 +26,7 @@ from agentgrad.errors import ConfigError
 from agentgrad.models.base import GenerationSettings
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.tasks import Score
-from agentgrad.optim.trainer import Trainer, set_prompts
+from agentgrad.optim.trainer import set_prompts
 from agentgrad.runs.rundir import RunDir
 
 
@@ -158,21 +157,9 @@ def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int
     Training goes to ``out/train`` (checkpoints, attribution, prompts per step) and the evaluation of
     the final prompts on ``setup.opts.split`` / ``tasks`` to ``out/eval``; both resume.
     """
-    from agentgrad.attribution.weights import get_method
-
-    get_method(method)
     digest = hashlib.sha256(f"{setup.opts.digest()}|{method}|{samples}|{seed}|{scorer}|{optimizer}".encode()).hexdigest()[:16]
-    train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
-    train_dir.write_config({"benchmark": "taubench", "options": setup.opts.__dict__, "method": method,
-                            "samples": samples, "seed": seed, "scorer": scorer, "optimizer": optimizer})
-    cfg = TrainerConfig(samples=samples, step_every=1, seed=seed)
-    trainer = Trainer(TauTask(setup), make_scorer(setup.models, scorer), make_optimizer(optimizer), cfg, train_dir,
-                      method, 1, 16, digest, on_event)
-    final = trainer.fit()
-    eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())
-    eval_dir.write_config({"benchmark": "taubench", "options": setup.opts.__dict__, "prompts": "train/final.json"})
-    metrics = evaluate(setup, eval_dir, on_episode, prompts=final["prompts"])
-    result = {"train": {k: final[k] for k in ("train_score", "steps", "accepted", "rejected")}, "eval": metrics}
-    write_json_atomic(out / "result.json", result)
-    return result
-
+    return train_then_evaluate(
+        TauTask(setup), setup.models, out, resume, method, TrainerConfig(samples=samples, step_every=1, seed=seed),
+        scorer, optimizer, digest, {"benchmark": "taubench", "options": setup.opts.__dict__, "samples": samples,
+                                    "seed": seed},
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts=prompts), on_event)

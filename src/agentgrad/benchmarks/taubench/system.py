@@ -26,7 +26,7 @@ from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, RetailTask, Reward
 from agentgrad.benchmarks.taubench.user import User, is_stop
 from agentgrad.config import SystemConfig
-from agentgrad.core.agent import Output, transcript
+from agentgrad.core.agent import Output, tool_report, transcript
 from agentgrad.core.system import System
 from agentgrad.core.text import Text
 from agentgrad.core.tools import Tool
@@ -198,21 +198,6 @@ class MultiAgentRetail(RetailSystem):
         names = [n.strip().lower().replace("-", "_") for n in re.split(r"[,;\s]+", m.group(1))]
         return list(dict.fromkeys(n for n in names if n in WORKERS))
 
-    @staticmethod
-    def report(name: str, out: Output) -> Text:
-        """A worker's finding: the tools it called with their results (provenance kept), and its summary."""
-        trace = out.trace
-        parts: list[Text] = []
-        for cid in out.calls:
-            for call in trace.nodes[cid].tool_calls:
-                results = [n for n in trace.nodes[cid + 1:] if n.kind == "tool" and n.parents == [cid]
-                           and n.meta.get("tool_call_id") == call.id]
-                if results:
-                    parts.append(Text.format("{0}({1}) -> {2}", call.name, str(call.arguments),
-                                             Text(results[0].text, source=results[0].id)))
-        parts.append(Text(out))
-        return Text.format("[{0}] {1}", name, Text.join("; ", parts))
-
     def turn(self, message: Text) -> Output:
         a = self.agents_
         self.history.append(("Customer", message))
@@ -226,7 +211,7 @@ class MultiAgentRetail(RetailSystem):
         new: list[Text] = []
         for name in routes:
             out = a[name](conversation=conversation, instruction=plan, findings=self._findings(new))
-            new.append(self.report(name, out))
+            new.append(Text.format("[{0}] {1}", name, tool_report(out)))
             if out.ended:
                 return out
         self.findings.extend(new)
