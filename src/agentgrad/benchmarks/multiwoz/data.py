@@ -96,6 +96,10 @@ def canonical_time(text: str) -> str | None:
 
 
 def minutes(text: str) -> int | None:
+    """Minutes since midnight; "24:07" (a train arriving after midnight) is 1447, as the database means it."""
+    m = re.fullmatch(r"\s*(\d{1,2}):(\d{2})\s*", text)
+    if m:
+        return int(m.group(1)) * 60 + int(m.group(2))
     t = canonical_time(text)
     return None if t is None else int(t[:2]) * 60 + int(t[3:])
 

@@ -39,7 +39,7 @@ def values_match(slot: str, predicted: str, gold: str) -> bool:
         return True
     if slot in FUZZY_SLOTS:
         key = slot.split("-")[1]
-        a, b = canonical(key, predicted), canonical(key, gold)
+        a, b = (re.sub(r"^the ", "", canonical(key, v)).replace(" ", "") for v in (predicted, gold))
         return a == b or fuzz.ratio(a, b) >= 90
     return False
 
