@@ -168,6 +168,12 @@ def test_gold_system_scores_jga_and_f1_100(tmp_path, capsys):
     assert len(preds) == 100 and set(next(iter(preds.values()))[0]) == {"turn", "state", "reply", "response"}
     assert "Inform" in capsys.readouterr().out
     assert main(["bench", "multiwoz", "evaluate", "--system", "gold", "--out", str(out), "--model", "x=y"]) == 2
+    # four dialogues at a time: the same figures
+    par = tmp_path / "gold4"
+    assert main(["bench", "multiwoz", "evaluate", "--system", "gold", "--out", str(par), "--concurrency", "4"]) == 0
+    m4 = json.loads((par / "metrics.json").read_text())
+    assert {k: m4[k] for k in ("inform", "success", "jga", "slot_f1", "tp")} == {k: m[k] for k in ("inform", "success", "jga", "slot_f1", "tp")}
+    assert json.loads((par / "predictions.json").read_text()) == preds
 
 
 def assert_state_spans(trace):
@@ -304,12 +310,12 @@ def test_cli_single_against_openai_compatible_server(tmp_path, tiny_llama):
     from agentgrad.models.hf import HFModel
 
     with OpenAICompatServer(HFModel(path=str(tiny_llama), max_context=32768)) as srv:
-        code = main(["bench", "multiwoz", "evaluate", "--system", "single", "--n", "1", "--out", str(tmp_path / "r"),
-                     "--model", f"openai:tiny@{srv.base_url}"])
+        code = main(["bench", "multiwoz", "evaluate", "--system", "single", "--n", "2", "--out", str(tmp_path / "r"),
+                     "--model", f"openai:tiny@{srv.base_url}", "--concurrency", "2"])
         answered = srv.stats["answered"]
-    assert code == 0 and answered >= 1
-    rec = next(json.loads(l) for l in (tmp_path / "r" / "events.jsonl").read_text().splitlines() if '"dialogue"' in l)
-    assert rec["error"] is None and len(rec["turns"]) >= 1
+    assert code == 0 and answered >= 2
+    recs = [json.loads(l) for l in (tmp_path / "r" / "events.jsonl").read_text().splitlines() if '"dialogue"' in l]
+    assert len(recs) == 2 and all(r["error"] is None and r["turns"] for r in recs)
 
 
 def test_cli_optimize_on_tiny_model(tmp_path):

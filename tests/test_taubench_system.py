@@ -64,7 +64,7 @@ def scripted_team(exchange=EXCHANGE, route_exchange=True, reply="Done."):
 
 def multi(database, team, lines, max_turns=30):
     cfg = load_retail_config("multi", None, read_policy())
-    return build_system("multi", cfg, {"default": team, "user": team}, lambda: ScriptedUser(lines), database,
+    return build_system("multi", cfg, {"default": team, "user": team}, lambda seed: ScriptedUser(lines), database,
                         max_turns)
 
 
@@ -155,7 +155,7 @@ def test_single_agent_keeps_its_tool_history_across_turns(database):
     model = FakeModel(responder=respond)
     cfg = load_retail_config("single", None, read_policy())
     assert cfg.agents["agent"].protected == [read_policy()]
-    system = build_system("single", cfg, {"default": model, "user": model}, lambda: ScriptedUser(LINES), database)
+    system = build_system("single", cfg, {"default": model, "user": model}, lambda seed: ScriptedUser(LINES), database)
     ep = system.run({"task": load_tasks("test")[0]}, id="s0")
     assert ep.output.reward.reward == 1.0
     second_turn = seen[2]  # turn 2's first request carries turn 1's tool call and result
@@ -265,9 +265,28 @@ def test_episode_against_openai_compatible_server(tmp_path, tiny_llama):
 
     with OpenAICompatServer(HFModel(path=str(tiny_llama), max_context=32768)) as srv:
         value = f"openai:tiny@{srv.base_url}"
-        code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "3",
-                     "--max-turns", "1", "--system", "single", "--model", value, "--user-model", value])
+        code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "3-4",
+                     "--max-turns", "1", "--system", "single", "--model", value, "--user-model", value,
+                     "--concurrency", "2"])
         answered = srv.stats["answered"]
-    assert code == 0 and answered >= 2
-    ep = _episodes(tmp_path / "run")[0]
-    assert ep["index"] == 3 and ep["turns"] == 1 and ep["error"] is None
+    assert code == 0 and answered >= 4
+    eps = sorted(_episodes(tmp_path / "run"), key=lambda e: e["index"])
+    assert [e["index"] for e in eps] == [3, 4] and all(e["turns"] == 1 and e["error"] is None for e in eps)
+
+
+def test_run_jobs_records_finished_jobs_and_stops_on_error():
+    from agentgrad.benchmarks.common import run_jobs
+
+    got = []
+    run_jobs(list(range(6)), lambda j: j * j, 3, lambda j, r: got.append((j, r)))
+    assert sorted(got) == [(j, j * j) for j in range(6)]
+
+    def boom(j):
+        if j == 0:
+            raise ValueError("bad job")
+        return j
+
+    seen = []
+    with pytest.raises(ValueError, match="bad job"):
+        run_jobs(list(range(50)), boom, 2, lambda j, r: seen.append(j))
+    assert len(seen) < 49  # the jobs not yet started were cancelled

@@ -293,6 +293,7 @@ _TAU_USER = typer.Option(None, "--user-model", help="The simulated customer's mo
 _TAU_SPLIT = typer.Option("test", "--split", help="train, dev or test.")
 _TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
 _DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
+_CONCURRENCY = typer.Option(1, "--concurrency", min=1, help="Episodes evaluated at once (for servers).")
 
 
 @taubench_app.command("evaluate")
@@ -308,6 +309,7 @@ def taubench_evaluate(
     trials: int = typer.Option(1, "--trials", min=1, help="Runs per task (pass^k for k up to this)."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+    concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
     """Run conversations with a simulated customer; print action, output and overall reward and pass^k."""
@@ -322,7 +324,7 @@ def taubench_evaluate(
         setup = TauSetup(opts)
     progress, on_episode = _episode_progress(n * trials)
     with progress:
-        metrics = evaluate(setup, run_dir, on_episode)
+        metrics = evaluate(setup, run_dir, on_episode, concurrency=concurrency)
     _print_tau_metrics(metrics)
     console.print(f"run directory: {out} (metrics.json, events.jsonl, traces/)")
 
@@ -346,6 +348,7 @@ def taubench_optimize(
     trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
     """The paper's protocol: train on sampled training tasks (a step after each conversation), then evaluate."""
@@ -368,7 +371,8 @@ def taubench_optimize(
 
     progress, on_episode = _episode_progress(n * trials)
     with progress:
-        result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode)
+        result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode,
+                          concurrency)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
     _print_tau_metrics(result["eval"])
@@ -413,6 +417,7 @@ def multiwoz_evaluate(
     seed: int = _WOZ_SEED,
     split: str = typer.Option("test", "--split", help="test or val."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+    concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
     """Run a system over sampled dialogues; print Inform, Success, JGA and slot recall/precision/F1."""
@@ -426,7 +431,7 @@ def multiwoz_evaluate(
     run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "multiwoz", "options": opts.__dict__})
     progress, on_dialogue = _dialogue_progress(total)
     with progress:
-        metrics = evaluate(setup, run_dir, on_dialogue)
+        metrics = evaluate(setup, run_dir, on_dialogue, concurrency=concurrency)
     _print_woz_metrics(metrics)
     console.print(f"run directory: {out} (metrics.json, predictions.json, events.jsonl, traces/)")
 
@@ -448,6 +453,7 @@ def multiwoz_optimize(
     n: int = _WOZ_N,
     seed: int = _WOZ_SEED,
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
     """The paper's protocol: train on validation dialogues (a step every 3), then evaluate on the test sample."""
@@ -470,7 +476,7 @@ def multiwoz_optimize(
     progress, on_dialogue = _dialogue_progress(total)
     with progress:
         result = optimize(setup, out, resume, method, samples, step_every, train_seed, scorer, optimizer, on_event,
-                          on_dialogue)
+                          on_dialogue, concurrency)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train JGA {100 * t['train_score']:.1f}")
     _print_woz_metrics(result["eval"])

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.benchmarks.common import apply_overrides, create_models, load_prompts, train_then_evaluate
+from agentgrad.benchmarks.common import apply_overrides, create_models, load_prompts, run_jobs, train_then_evaluate
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.multiwoz.data import Dialogue, load_dialogues, sample
 from agentgrad.benchmarks.multiwoz.db import VenueDB
@@ -107,20 +107,27 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(setup: WozSetup, run_dir: RunDir, on_dialogue: Callable[[dict[str, Any]], None] | None = None,
-             prompts: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run every sampled dialogue not yet in ``run_dir``; write ``metrics.json`` and ``predictions.json``."""
+             prompts: dict[str, str] | None = None, concurrency: int = 1) -> dict[str, Any]:
+    """Run every sampled dialogue not yet in ``run_dir``; write ``metrics.json`` and ``predictions.json``.
+
+    Up to ``concurrency`` dialogues run at once; each is recorded as soon as it ends.
+    """
     if prompts:
         set_prompts(setup.system, prompts)
     dialogues = setup.dialogues()
     done = {e["dialogue"] for e in run_dir.events() if e.get("event") == "dialogue"}
-    for d in dialogues:
-        if d.id in done:
-            continue
+
+    def run(d: Dialogue) -> DialogueOutcome:
         ep = setup.system.run({"dialogue": d}, id=d.id)
-        ep.trace.save(run_dir.path / "traces" / f"{d.id}.json")
-        record = run_dir.log("dialogue", trace=f"traces/{d.id}.json", **score_dialogue(setup, ep.output))
+        ep.trace.save(run_dir.path / "traces" / f"{d.id}.json")  # the trace first, then the record
+        return ep.output
+
+    def record(d: Dialogue, outcome: DialogueOutcome) -> None:
+        rec = run_dir.log("dialogue", trace=f"traces/{d.id}.json", **score_dialogue(setup, outcome))
         if on_dialogue:
-            on_dialogue(record)
+            on_dialogue(rec)
+
+    run_jobs([d for d in dialogues if d.id not in done], run, concurrency, record)
     wanted = {d.id for d in dialogues}
     records = [e for e in run_dir.events() if e.get("event") == "dialogue" and e["dialogue"] in wanted]
     o = setup.opts
@@ -162,7 +169,8 @@ class WozTask:
 
 def optimize(setup: WozSetup, out: Path, resume: bool, method: str, samples: int = 30, step_every: int = 3,
              seed: int = 0, scorer: str | None = None, optimizer: str | None = None,
-             on_event: Callable | None = None, on_dialogue: Callable | None = None) -> dict[str, Any]:
+             on_event: Callable | None = None, on_dialogue: Callable | None = None,
+             concurrency: int = 1) -> dict[str, Any]:
     """The paper's protocol: ``samples`` validation dialogues, a step every ``step_every``, then the test sample."""
     if setup.opts.system == "gold":
         raise ConfigError("the gold system has no prompts to optimise; use --system multi or single")
@@ -173,4 +181,4 @@ def optimize(setup: WozSetup, out: Path, resume: bool, method: str, samples: int
         TrainerConfig(samples=samples, step_every=step_every, seed=seed), scorer, optimizer, digest,
         {"benchmark": "multiwoz", "options": setup.opts.__dict__, "samples": samples, "step_every": step_every,
          "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts=prompts), on_event)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts, concurrency), on_event)

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.benchmarks.common import apply_overrides, create_models, pass_hat_k, parse_range, train_then_evaluate
+from agentgrad.benchmarks.common import (apply_overrides, create_models, parse_range, pass_hat_k, run_jobs,
+                                         train_then_evaluate)
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
@@ -62,12 +63,12 @@ class TauSetup:
             raise ConfigError("the prompts file defines no 'user' model; add one or pass --user-model")
         self.database = RetailDatabase(opts.data)
         self.models = create_models(self.cfg)
-        self.user_seed = 0
         self.system = self.build()
 
-    def make_user(self) -> UserSimulator:
+    def make_user(self, seed: int = 0) -> UserSimulator:
+        """The customer of one conversation; ``seed`` is the trial number, so trials can differ."""
         return UserSimulator(self.models["user"], GenerationSettings(temperature=self.opts.user_temperature,
-                                                                     max_new_tokens=256, seed=self.user_seed))
+                                                                     max_new_tokens=256, seed=seed))
 
     def build(self) -> RetailSystem:
         return build_system(self.opts.system, self.cfg, self.models, self.make_user, self.database, self.opts.max_turns)
@@ -93,37 +94,41 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(setup: TauSetup, run_dir: RunDir, on_episode: Callable[[dict[str, Any]], None] | None = None,
-             prompts: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run every (task, trial) not yet in ``run_dir`` and write ``metrics.json``; trials outermost."""
+             prompts: dict[str, str] | None = None, concurrency: int = 1) -> dict[str, Any]:
+    """Run every (task, trial) not yet in ``run_dir`` and write ``metrics.json``.
+
+    Up to ``concurrency`` conversations run at once (each has its own database, customer and
+    conversation state); each is recorded as soon as it ends, so an interrupted run resumes.
+    """
     opts = setup.opts
     tasks = load_tasks(opts.split, opts.data)
     chosen = [tasks[i] for i in parse_range(opts.tasks, len(tasks))]
     if prompts:
         set_prompts(setup.system, prompts)
     done = {(e["index"], e["trial"]) for e in run_dir.events() if e.get("event") == "episode"}
-    for trial in range(opts.trials):
-        setup.user_seed = trial
-        for task in chosen:
-            if (task.index, trial) in done:
-                continue
-            record = run_episode(setup.system, task, trial, run_dir)
-            if on_episode:
-                on_episode(record)
+    jobs = [(trial, task) for trial in range(opts.trials) for task in chosen if (task.index, trial) not in done]
+
+    def run(job: tuple[int, RetailTask]) -> RetailOutcome:
+        trial, task = job
+        sid = f"{task.split}-{task.index}-t{trial}"
+        ep = setup.system.run({"task": task, "trial": trial}, id=sid)
+        ep.trace.meta["reward"] = ep.output.reward.to_dict()
+        ep.trace.save(run_dir.path / "traces" / f"{sid}.json")  # the trace first, then the record
+        return ep.output
+
+    def record(job: tuple[int, RetailTask], outcome: RetailOutcome) -> None:
+        trial, task = job
+        rec = run_dir.log("episode", trial=trial, trace=f"traces/{task.split}-{task.index}-t{trial}.json",
+                          **outcome.to_dict())
+        if on_episode:
+            on_episode(rec)
+
+    run_jobs(jobs, run, concurrency, record)
     records = [e for e in run_dir.events() if e.get("event") == "episode"]
     metrics = summarize(records) | {"system": opts.system, "split": opts.split, "trials": opts.trials,
                                     "models": {n: s.model_dump() for n, s in setup.cfg.models.items()}}
     write_json_atomic(run_dir.path / "metrics.json", metrics)
     return metrics
-
-
-def run_episode(system: RetailSystem, task: RetailTask, trial: int, run_dir: RunDir) -> dict[str, Any]:
-    """One conversation: its trace is written, then its ``episode`` record (the resume marker)."""
-    sid = f"{task.split}-{task.index}-t{trial}"
-    ep = system.run({"task": task}, id=sid)
-    outcome: RetailOutcome = ep.output
-    ep.trace.meta["reward"] = outcome.reward.to_dict()
-    ep.trace.save(run_dir.path / "traces" / f"{sid}.json")
-    return run_dir.log("episode", trial=trial, trace=f"traces/{sid}.json", **outcome.to_dict())
 
 
 class TauTask:
@@ -151,7 +156,7 @@ class TauTask:
 
 def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int = 10, seed: int = 0,
              scorer: str | None = None, optimizer: str | None = None, on_event: Callable | None = None,
-             on_episode: Callable | None = None) -> dict[str, Any]:
+             on_episode: Callable | None = None, concurrency: int = 1) -> dict[str, Any]:
     """The paper's protocol: ``samples`` training conversations, a step after each, then evaluation.
 
     Training goes to ``out/train`` (checkpoints, attribution, prompts per step) and the evaluation of
@@ -162,4 +167,4 @@ def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int
         TauTask(setup), setup.models, out, resume, method, TrainerConfig(samples=samples, step_every=1, seed=seed),
         scorer, optimizer, digest, {"benchmark": "taubench", "options": setup.opts.__dict__, "samples": samples,
                                     "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts=prompts), on_event)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts, concurrency), on_event)

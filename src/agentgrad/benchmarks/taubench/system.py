@@ -107,7 +107,7 @@ class RetailSystem(System):
     Args:
         cfg: agents, prompts and models (see ``prompts/*.yaml``).
         models: the models of ``cfg``.
-        make_user: builds the customer of an episode.
+        make_user: builds the customer of an episode from a seed (the trial number).
         database: the retail database (each episode gets a fresh copy).
         max_turns: customer messages answered before the episode is cut.
     """
@@ -115,7 +115,7 @@ class RetailSystem(System):
     kind = "base"
     required: list[str] = []
 
-    def __init__(self, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[], User],
+    def __init__(self, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[int], User],
                  database: RetailDatabase, max_turns: int = 30):
         require_agents(cfg, self.required, f"the {self.kind} tau-bench system")
         self.cfg = cfg
@@ -128,21 +128,22 @@ class RetailSystem(System):
     def tools_for(self, agent: str) -> list[Tool]:
         return []
 
-    def start(self) -> None:
-        """Reset the per-conversation state."""
+    def start(self) -> dict[str, Any]:
+        """The state of a new conversation (kept per episode, so episodes can run concurrently)."""
+        return {}
 
-    def turn(self, message: Text) -> Output:
+    def turn(self, conv: dict[str, Any], message: Text) -> Output:
         raise NotImplementedError
 
-    def forward(self, task: RetailTask) -> RetailOutcome:
+    def forward(self, task: RetailTask, trial: int = 0) -> RetailOutcome:
         if not isinstance(task, RetailTask):
             raise ConfigError("a tau-bench example needs a 'task' field holding a RetailTask")
         trace = current_trace()
         env = RetailEnv(self.database, task)
         token = _ENV.set(env)
-        user = self.make_user()
+        user = self.make_user(trial)
         ended_by, turns, error, reply_nodes = "turn_limit", 0, None, []
-        self.start()
+        conv = self.start()
         try:
             text = user.reset(task.instruction)
             while True:
@@ -152,7 +153,7 @@ class RetailSystem(System):
                 if turns >= self.max_turns:
                     break
                 message = trace.input(text, name="customer", turn=turns)
-                reply = self.turn(message)
+                reply = self.turn(conv, message)
                 turns += 1
                 if env.done:
                     ended_by = "transfer"
@@ -181,12 +182,11 @@ class MultiAgentRetail(RetailSystem):
             return episode_tools(MANAGER_TOOLS)
         return episode_tools(WORKERS.get(agent, []))
 
-    def start(self) -> None:
-        self.history: list[tuple[str, Text]] = []
-        self.findings: list[Text] = []
+    def start(self) -> dict[str, Any]:
+        return {"history": [], "findings": []}
 
-    def _findings(self, extra: list[Text] = ()) -> Text:  # type: ignore[assignment]
-        items = (self.findings + list(extra))[-self.max_findings:]
+    def _findings(self, conv: dict[str, Any], extra: list[Text] = ()) -> Text:  # type: ignore[assignment]
+        items = (conv["findings"] + list(extra))[-self.max_findings:]
         return Text.join("\n", items) if items else Text("(none yet)")
 
     @staticmethod
@@ -198,11 +198,11 @@ class MultiAgentRetail(RetailSystem):
         names = [n.strip().lower().replace("-", "_") for n in re.split(r"[,;\s]+", m.group(1))]
         return list(dict.fromkeys(n for n in names if n in WORKERS))
 
-    def turn(self, message: Text) -> Output:
+    def turn(self, conv: dict[str, Any], message: Text) -> Output:
         a = self.agents_
-        self.history.append(("Customer", message))
-        conversation = Text.join("\n", [Text.format("{0}: {1}", who, t) for who, t in self.history])
-        plan = a["manager"](conversation=conversation, findings=self._findings())
+        conv["history"].append(("Customer", message))
+        conversation = Text.join("\n", [Text.format("{0}: {1}", who, t) for who, t in conv["history"]])
+        plan = a["manager"](conversation=conversation, findings=self._findings(conv))
         trace = plan.trace
         routes = self.routes(str(plan))
         trace.nodes[plan.node].meta["routes"] = routes
@@ -210,13 +210,13 @@ class MultiAgentRetail(RetailSystem):
             return plan
         new: list[Text] = []
         for name in routes:
-            out = a[name](conversation=conversation, instruction=plan, findings=self._findings(new))
+            out = a[name](conversation=conversation, instruction=plan, findings=self._findings(conv, new))
             new.append(Text.format("[{0}] {1}", name, tool_report(out)))
             if out.ended:
                 return out
-        self.findings.extend(new)
-        reply = a["responder"](conversation=conversation, instruction=plan, findings=self._findings())
-        self.history.append(("Agent", reply))
+        conv["findings"].extend(new)
+        reply = a["responder"](conversation=conversation, instruction=plan, findings=self._findings(conv))
+        conv["history"].append(("Agent", reply))
         return reply
 
 
@@ -229,20 +229,20 @@ class SingleAgentRetail(RetailSystem):
     def tools_for(self, agent: str) -> list[Tool]:
         return episode_tools(list(T.SPECS))
 
-    def start(self) -> None:
-        self.messages: list[tuple[Any, ...]] = []
+    def start(self) -> dict[str, Any]:
+        return {"messages": []}
 
-    def turn(self, message: Text) -> Output:
-        self.messages.append(("user", message))
-        out = self.agents_["agent"].chat(self.messages)
-        self.messages.extend(transcript(out))
+    def turn(self, conv: dict[str, Any], message: Text) -> Output:
+        conv["messages"].append(("user", message))
+        out = self.agents_["agent"].chat(conv["messages"])
+        conv["messages"].extend(transcript(out))
         return out
 
 
 SYSTEMS: dict[str, type[RetailSystem]] = {"multi": MultiAgentRetail, "single": SingleAgentRetail}
 
 
-def build_system(kind: str, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[], User],
+def build_system(kind: str, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[int], User],
                  database: RetailDatabase, max_turns: int = 30) -> RetailSystem:
     if kind not in SYSTEMS:
         raise ConfigError(f"unknown tau-bench system {kind!r}; valid: {', '.join(SYSTEMS)}")
