@@ -319,9 +319,9 @@ def taubench_evaluate(
 
     opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_turns, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
-    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
     with console.status("loading models"):
         setup = TauSetup(opts)
+    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
     progress, on_episode = _episode_progress(n * trials)
     with progress:
         metrics = evaluate(setup, run_dir, on_episode, concurrency=concurrency)

@@ -35,6 +35,11 @@ _NAME_ALIASES = {
     "christ college": "christ's college", "christs": "christ's college", "parkside pools": "parkside swimming pool",
     "history of science museum": "whipple museum of the history of science",
 }
+_FOOD_ALIASES = {"sea food": "seafood", "portugese": "portuguese", "brazilian": "portuguese", "english": "british",
+                 "modern american": "north american", "americas": "north american", "intalian": "italian",
+                 "italain": "italian", "asian or oriental": "asian", "australasian": "australian",
+                 "gastropod": "gastropub", "brutish": "british", "bristish": "british", "europeon": "european",
+                 "eriterean": "mediterranean"}
 _TYPE_ALIASES = {"guest house": "guesthouse", "swimming pool": "swimmingpool", "night club": "nightclub",
                  "mutliple sports": "multiple sports"}
 
@@ -47,6 +52,8 @@ def canonical(slot: str, value: str) -> str:
         return _NAME_ALIASES.get(v, v)
     if slot == "type":
         return _TYPE_ALIASES.get(v, v)
+    if slot == "food":
+        return _FOOD_ALIASES.get(v, v)
     if slot in ("parking", "internet"):
         return {"free": "yes", "none": "no"}.get(v, v)
     if slot in ("leaveat", "arriveby"):
