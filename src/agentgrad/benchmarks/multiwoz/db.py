@@ -76,6 +76,8 @@ class VenueDB:
             self.records[d] = [{_COLUMN.get(k, k): v for k, v in r.items() if k != "location"} for r in raw]
         self.names = {d: sorted({r["name"].lower() for r in self.records[d]}, key=len, reverse=True)
                       for d in ("restaurant", "hotel", "attraction")}
+        # names safe to delexicalise wherever they occur (several words, not everyday words like "ask")
+        self.distinct_names = {n for names in self.names.values() for n in names if " " in n and len(n) >= 8}
 
     def query(self, domain: str, constraints: dict[str, str]) -> list[dict[str, Any]]:
         """Records of ``domain`` meeting every constraint (unknown keys constrain nothing)."""

@@ -82,8 +82,9 @@ def delexicalize(text: str, values: dict[str, set[str]] | None = None, spans: li
     """``text`` with venue names, phones, addresses, postcodes, references and train ids as placeholders.
 
     ``spans`` (a gold turn's ``span_info``: act, slot, value, first word, last word) are replaced
-    first; then the known ``values`` (placeholder -> strings, e.g. what the tools returned), then
-    the patterns of phone numbers, postcodes, train ids and reference numbers.
+    first; then the known ``values`` (placeholder -> strings: what the tools returned, and the
+    database's multi-word venue names), then the patterns of phone numbers, postcodes, train ids
+    and reference numbers.
     """
     if spans:
         words = text.split()

@@ -149,11 +149,13 @@ class MultiWOZSystem(System):
                     if reply is not None:
                         result.reply, result.reply_node = str(reply), reply.node
                 result.state, result.sources = dict(tracker.values), dict(tracker.sources)
+                names = {"name": self.db.distinct_names}
                 if self.kind == "gold":
                     result.state, result.reply = dict(t.state), t.system
-                    result.response = delexicalize(t.system, None, t.system_spans)
+                    result.response = delexicalize(t.system, names, t.system_spans)
                 else:
-                    result.response = delexicalize(result.reply, bookings.seen)
+                    seen = {k: v | names["name"] if k == "name" else v for k, v in bookings.seen.items()}
+                    result.response = delexicalize(result.reply, {**names, **seen})
                 results.append(result)
                 gold_reply = trace.input(t.system, name="system", turn=i)
                 lines += [Text.format("User: {0}", user), Text.format("Assistant: {0}", gold_reply)]
