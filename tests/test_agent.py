@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from agentgrad import Agent, ConfigError, Prompt, System, Text, Tool, Trace
+from agentgrad import Agent, ConfigError, Prompt, System, Tool, Trace
 from agentgrad.models.fake import FakeModel
 from conftest import assert_spans_exact
 

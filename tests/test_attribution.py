@@ -6,7 +6,6 @@
 """
 
 import json
-import random
 
 import pytest
 import torch
@@ -18,10 +17,9 @@ from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import rewrap_cache
 from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
-from agentgrad.models.hf import HFModel
 from agentgrad.testing import build_tiny_model
 from agentgrad.examples import PIPELINE
-from agentgrad import GenerationSettings, GraphSystem
+from agentgrad import GraphSystem
 from agentgrad.config import load_system_config, apply_model_override
 
 
@@ -131,7 +129,6 @@ def test_token_ranges_decode_to_source_text(tiny_llama, tiny_qwen3):
             results, _ = sc.attribute(tr)
             for res in results:
                 node = tr.nodes[res.node_id]
-                r = render_call(sc.tokenizer, node)
                 for src in res.sources:
                     text = tr.nodes[src.source].text
                     for a, b in src.token_ranges:

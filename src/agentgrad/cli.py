@@ -262,18 +262,42 @@ def _tau_options(system: str, prompts: Optional[Path], model: list[str], user_mo
                       tasks, trials, max_turns, str(data_dir) if data_dir else None)
 
 
-def _episode_progress(total: int):
+def _run_progress(label: str, total: int, measure, describe):
+    """A progress bar over finished episodes with a running figure: ``measure(record)`` gives
+    (numerator, denominator) to accumulate, ``describe(ratio)`` its text."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console)
-    bar = progress.add_task("conversations", total=total)
-    stats = {"n": 0, "reward": 0.0}
+    bar = progress.add_task(label, total=total)
+    acc = [0.0, 0.0]
 
-    def on_episode(r: dict) -> None:
-        stats["n"] += 1
-        stats["reward"] += r["reward"]["reward"]
-        progress.update(bar, advance=1, description=f"conversations | mean reward {stats['reward'] / stats['n']:.2f}")
+    def on_record(r: dict) -> None:
+        num, den = measure(r)
+        acc[0], acc[1] = acc[0] + num, acc[1] + den
+        progress.update(bar, advance=1, description=f"{label} | {describe(acc[0] / max(acc[1], 1))}")
 
-    return progress, on_episode
+    return progress, on_record
+
+
+def _episode_progress(total: int):
+    return _run_progress("conversations", total, lambda r: (r["reward"]["reward"], 1), lambda x: f"mean reward {x:.2f}")
+
+
+def _training_printer(figure: str, scale: float):
+    """Prints each training sample's score (as ``figure``, times ``scale``) and each step's updates."""
+
+    def on_event(e: dict) -> None:
+        if e["event"] == "sample":
+            console.print(f"train {e['sample']}: {figure} {scale * e['score']:.2f}, "
+                          f"blamed {', '.join(e['blamed']) or 'none'}")
+        elif e["event"] == "step":
+            console.print(f"step {e['step']}: updated {', '.join(e.get('updated', [])) or 'none'}")
+
+    return on_event
+
+
+def _check_new_run(out: Path, resume: bool) -> None:
+    if (out / "train").exists() and not resume:
+        raise ConfigError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
 
 
 def _print_tau_metrics(m: dict) -> None:
@@ -294,6 +318,12 @@ _TAU_SPLIT = typer.Option("test", "--split", help="train, dev or test.")
 _TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
 _DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
 _CONCURRENCY = typer.Option(1, "--concurrency", min=1, help="Episodes evaluated at once (for servers).")
+_METHOD = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all.")
+_SCORER = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: the agents' own model, "
+                                              "when local).")
+_OPTIMIZER = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same forms as --model; "
+                                                          "default: deterministic).")
+_RESUME_RUN = typer.Option(False, "--resume", help="Continue an interrupted run.")
 
 
 @taubench_app.command("evaluate")
@@ -336,18 +366,16 @@ def taubench_optimize(
     prompts: Optional[Path] = _TAU_PROMPTS,
     model: list[str] = _TAU_MODEL,
     user_model: Optional[str] = _TAU_USER,
-    method: str = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    method: str = _METHOD,
     samples: int = typer.Option(10, "--samples", min=1, help="Training conversations (the paper: 10)."),
     seed: int = typer.Option(0, "--seed", help="Which training tasks are sampled, and tie-breaking."),
-    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: "
-                                                                "the agents' own model, when local)."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same "
-                                                                            "forms as --model; default: deterministic)."),
+    scorer: Optional[str] = _SCORER,
+    optimizer: Optional[str] = _OPTIMIZER,
     split: str = _TAU_SPLIT,
     tasks: Optional[str] = _TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
-    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    resume: bool = _RESUME_RUN,
     concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
@@ -358,16 +386,10 @@ def taubench_optimize(
 
     opts = _tau_options(system, prompts, model, user_model, 0.0, split, tasks, trials, max_turns, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
-    if (out / "train").exists() and not resume:
-        raise ConfigError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+    _check_new_run(out, resume)
     with console.status("loading models"):
         setup = TauSetup(opts)
-
-    def on_event(e: dict) -> None:
-        if e["event"] == "sample":
-            console.print(f"train {e['sample']}: reward {e['score']:.2f}, blamed {', '.join(e['blamed']) or 'none'}")
-        elif e["event"] == "step":
-            console.print(f"step {e['step']}: updated {', '.join(e.get('updated', [])) or 'none'}")
+    on_event = _training_printer("reward", 1.0)
 
     progress, on_episode = _episode_progress(n * trials)
     with progress:
@@ -389,17 +411,8 @@ def _print_woz_metrics(m: dict) -> None:
 
 
 def _dialogue_progress(total: int):
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console)
-    bar = progress.add_task("dialogues", total=total)
-    stats = {"turns": 0, "joint": 0}
-
-    def on_dialogue(r: dict) -> None:
-        stats["turns"] += len(r["turns"])
-        stats["joint"] += sum(t["joint"] for t in r["turns"])
-        progress.update(bar, advance=1, description=f"dialogues | JGA so far {100 * stats['joint'] / max(stats['turns'], 1):.1f}")
-
-    return progress, on_dialogue
+    return _run_progress("dialogues", total, lambda r: (sum(t["joint"] for t in r["turns"]), len(r["turns"])),
+                         lambda x: f"JGA so far {100 * x:.1f}")
 
 
 _WOZ_SYSTEM = typer.Option("multi", "--system", help="multi (the paper's system), single (baseline) or gold.")
@@ -442,17 +455,15 @@ def multiwoz_optimize(
     system: str = _WOZ_SYSTEM,
     prompts: Optional[Path] = _TAU_PROMPTS,
     model: list[str] = _TAU_MODEL,
-    method: str = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    method: str = _METHOD,
     samples: int = typer.Option(30, "--samples", min=1, help="Validation dialogues trained on (the paper: 30)."),
     step_every: int = typer.Option(3, "--step-every", min=1, help="An optimizer step every N dialogues (the paper: 3)."),
     train_seed: int = typer.Option(0, "--train-seed", help="Which training dialogues are sampled."),
-    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: "
-                                                                "the agents' own model, when local)."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same "
-                                                                            "forms as --model; default: deterministic)."),
+    scorer: Optional[str] = _SCORER,
+    optimizer: Optional[str] = _OPTIMIZER,
     n: int = _WOZ_N,
     seed: int = _WOZ_SEED,
-    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run."),
+    resume: bool = _RESUME_RUN,
     concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
@@ -461,17 +472,11 @@ def multiwoz_optimize(
 
     opts = WozOptions(system, str(prompts) if prompts else None, list(model), "test", n, seed,
                       str(data_dir) if data_dir else None)
-    if (out / "train").exists() and not resume:
-        raise ConfigError(f"{out} already holds a run; pass --resume to continue it, or choose another --out")
+    _check_new_run(out, resume)
     with console.status("loading data and models"):
         setup = WozSetup(opts)
         total = len(setup.dialogues())
-
-    def on_event(e: dict) -> None:
-        if e["event"] == "sample":
-            console.print(f"train {e['sample']}: JGA {100 * e['score']:.0f}, blamed {', '.join(e['blamed']) or 'none'}")
-        elif e["event"] == "step":
-            console.print(f"step {e['step']}: updated {', '.join(e.get('updated', [])) or 'none'}")
+    on_event = _training_printer("JGA", 100.0)
 
     progress, on_dialogue = _dialogue_progress(total)
     with progress:

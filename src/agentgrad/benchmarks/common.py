@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +55,19 @@ def require_agents(cfg: SystemConfig, names: list[str], where: str) -> None:
     missing = [n for n in names if n not in cfg.agents]
     if missing:
         raise ConfigError(f"{where} must define agent(s) {', '.join(missing)}")
+
+
+def named_line(text: str, label: str, valid: Any) -> list[str]:
+    """The valid names on a ``LABEL: a, b`` line of ``text``, in order, without repeats.
+
+    The label matches case-insensitively (also with a trailing "S"); names are lower-cased with
+    "-" read as "_"; unknown names (and "none") are dropped.
+    """
+    m = re.search(rf"{label}S?\s*:\s*(.*)", text, flags=re.IGNORECASE)
+    if not m:
+        return []
+    names = [n.strip().lower().replace("-", "_") for n in re.split(r"[,;\s]+", m.group(1))]
+    return list(dict.fromkeys(n for n in names if n in valid))
 
 
 def parse_range(spec: str | None, n: int) -> list[int]:

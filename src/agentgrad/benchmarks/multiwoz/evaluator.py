@@ -104,8 +104,10 @@ def delexicalize(text: str, values: dict[str, set[str]] | None = None, spans: li
                 i += 1
         text = " ".join(out)
     for kind, vals in (values or {}).items():
-        for v in sorted((v for v in vals if len(v.strip()) >= 3), key=len, reverse=True):
-            text = re.sub(r"(?<![\w])" + re.escape(v.strip()) + r"(?![\w])", f"[{kind}]", text, flags=re.IGNORECASE)
+        words = sorted({v.strip() for v in vals if len(v.strip()) >= 3}, key=len, reverse=True)  # longest first
+        if words:
+            alternatives = "|".join(re.escape(w) for w in words)
+            text = re.sub(rf"(?<![\w])(?:{alternatives})(?![\w])", f"[{kind}]", text, flags=re.IGNORECASE)
     for kind, pat in _PATTERNS:
         text = pat.sub(f"[{kind}]", text)
     return text

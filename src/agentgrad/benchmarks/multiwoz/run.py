@@ -161,10 +161,10 @@ class WozTask:
         joint = [compare_states(r.state, g.state)["joint"] for r, g in zip(output.turns, output.dialogue.turns)]
         value = sum(joint) / max(len(joint), 1)
         return Score(value, all(joint) and verdict["success"], {"jga": value, "inform": verdict["inform"],
-                                                                  "success": verdict["success"]})
+                                                                  "success": verdict["success"], "verdict": verdict})
 
     def loss(self, example: dict[str, Any], output: Any, trace: Trace, score: Score) -> VerbalLoss | None:
-        return dialogue_loss(output, self.setup.verdict(output))
+        return dialogue_loss(output, score.details["verdict"])  # computed once, by metric
 
 
 def optimize(setup: WozSetup, out: Path, resume: bool, method: str, samples: int = 30, step_every: int = 3,

@@ -17,13 +17,12 @@ can attach to exactly that call. Prompts are in ``prompts/{multi,single}.yaml``.
 from __future__ import annotations
 
 import contextvars
-import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrad.benchmarks.common import build_agents, require_agents
-from agentgrad.benchmarks.multiwoz.data import DOMAINS, Dialogue, normalize_value
+from agentgrad.benchmarks.common import build_agents, named_line, require_agents
+from agentgrad.benchmarks.multiwoz.data import DOMAINS, Dialogue, Turn, normalize_value
 from agentgrad.benchmarks.multiwoz.db import VenueDB
 from agentgrad.benchmarks.multiwoz.evaluator import delexicalize
 from agentgrad.benchmarks.multiwoz.tools import DOMAIN_TOOLS, SPECS, Bookings, make_tools, state_updates
@@ -123,8 +122,15 @@ class MultiWOZSystem(System):
     def tools_for(self, agent: str) -> list[Tool]:
         return []
 
-    def turn(self, i: int, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output | None:
+    def turn(self, gold: Turn, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output | None:
+        """Answer one user turn: update ``tracker`` and return the reply (``gold`` is for the gold system only)."""
         raise NotImplementedError
+
+    def response(self, gold: Turn, result: TurnResult, bookings: Bookings) -> str:
+        """The delexicalised reply: values the tools returned and the database's venue names as placeholders."""
+        values = {k: set(v) for k, v in bookings.seen.items()}
+        values.setdefault("name", set()).update(self.db.distinct_names)
+        return delexicalize(result.reply, values)
 
     def forward(self, dialogue: Dialogue) -> DialogueOutcome:
         if not isinstance(dialogue, Dialogue):
@@ -143,19 +149,13 @@ class MultiWOZSystem(System):
                 result = TurnResult(i, {}, "", "", None, user_node=user.sources[0])
                 if error is None:
                     try:
-                        reply = self.turn(i, user, history, tracker, result)
+                        reply = self.turn(t, user, history, tracker, result)
                     except ModelError as e:  # the dialogue is still scored; the remaining turns get no reply
                         error, reply = str(e), None
                     if reply is not None:
                         result.reply, result.reply_node = str(reply), reply.node
                 result.state, result.sources = dict(tracker.values), dict(tracker.sources)
-                names = {"name": self.db.distinct_names}
-                if self.kind == "gold":
-                    result.state, result.reply = dict(t.state), t.system
-                    result.response = delexicalize(t.system, names, t.system_spans)
-                else:
-                    seen = {k: v | names["name"] if k == "name" else v for k, v in bookings.seen.items()}
-                    result.response = delexicalize(result.reply, {**names, **seen})
+                result.response = self.response(t, result, bookings)
                 results.append(result)
                 gold_reply = trace.input(t.system, name="system", turn=i)
                 lines += [Text.format("User: {0}", user), Text.format("Assistant: {0}", gold_reply)]
@@ -175,8 +175,13 @@ class GoldSystem(MultiWOZSystem):
     def __init__(self, cfg: SystemConfig | None, models: dict[str, LanguageModel], db: VenueDB, seed: int = 0):
         super().__init__(None, {}, db, seed)
 
-    def turn(self, i, user, history, tracker, result):  # type: ignore[no-untyped-def]
-        return None
+    def turn(self, gold: Turn, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> None:
+        tracker.values, tracker.sources = dict(gold.state), {}
+        result.reply = gold.system
+
+    def response(self, gold: Turn, result: TurnResult, bookings: Bookings) -> str:
+        """Delexicalised by the annotated spans first, then by venue names and patterns."""
+        return delexicalize(gold.system, {"name": self.db.distinct_names}, gold.system_spans)
 
 
 class MultiAgentWOZ(MultiWOZSystem):
@@ -192,13 +197,9 @@ class MultiAgentWOZ(MultiWOZSystem):
     @staticmethod
     def domains(text: str) -> list[str]:
         """The domains on the manager's ``DOMAINS:`` line, in order (unknown names ignored)."""
-        m = re.search(r"DOMAINS?\s*:\s*(.*)", text, flags=re.IGNORECASE)
-        if not m:
-            return []
-        names = [n.strip().lower() for n in re.split(r"[,;\s]+", m.group(1))]
-        return list(dict.fromkeys(n for n in names if n in DOMAINS))
+        return named_line(text, "DOMAIN", DOMAINS)
 
-    def turn(self, i: int, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output:
+    def turn(self, gold: Turn, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output:
         a = self.agents_
         plan = a["manager"](history=history, user=user, state=tracker.text())
         trace = plan.trace
@@ -226,7 +227,7 @@ class SingleAgentWOZ(MultiWOZSystem):
     def tools_for(self, agent: str) -> list[Tool]:
         return make_tools(list(SPECS), _bookings)
 
-    def turn(self, i: int, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output:
+    def turn(self, gold: Turn, user: Text, history: Text, tracker: StateTracker, result: TurnResult) -> Output:
         out = self.agents_["agent"](history=history, user=user, state=tracker.text())
         result.calls["agent"] = list(out.calls)
         tracker.update(out.trace, out.calls)

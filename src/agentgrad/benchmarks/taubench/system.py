@@ -15,12 +15,11 @@ a human agent, or at the turn limit. Prompts are YAML (``prompts/multi.yaml``, `
 from __future__ import annotations
 
 import contextvars
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.benchmarks.common import build_agents, load_prompts, require_agents
+from agentgrad.benchmarks.common import build_agents, load_prompts, named_line, require_agents
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, RetailTask, Reward
@@ -192,11 +191,7 @@ class MultiAgentRetail(RetailSystem):
     @staticmethod
     def routes(text: str) -> list[str]:
         """Workers named on the manager's ``ROUTE:`` line, in order (unknown names ignored)."""
-        m = re.search(r"ROUTE\s*:\s*(.*)", text, flags=re.IGNORECASE)
-        if not m:
-            return []
-        names = [n.strip().lower().replace("-", "_") for n in re.split(r"[,;\s]+", m.group(1))]
-        return list(dict.fromkeys(n for n in names if n in WORKERS))
+        return named_line(text, "ROUTE", WORKERS)
 
     def turn(self, conv: dict[str, Any], message: Text) -> Output:
         a = self.agents_
