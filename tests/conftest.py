@@ -5,6 +5,37 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
+# The benchmark data: $AGENTGRAD_DATA_DIR, else ./data or ../shared/data when present (the same rule
+# as the library), made absolute so that subprocesses and changed directories see it too.
+from agentgrad.benchmarks.data import data_dir  # noqa: E402
+
+if not os.environ.get("AGENTGRAD_DATA_DIR") and data_dir().is_dir():
+    os.environ["AGENTGRAD_DATA_DIR"] = str(data_dir().resolve())
+
+DATA_SKIP = "data not found"  # the words every data test's skip reason holds
+
+
+def _data_skips(terminalreporter):
+    return [r for r in terminalreporter.stats.get("skipped", [])
+            if DATA_SKIP in str(getattr(r, "longrepr", ""))]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say plainly why data tests were skipped; with AGENTGRAD_REQUIRE_DATA=1 (CI) that is a failure."""
+    skipped = _data_skips(terminalreporter)
+    if skipped:
+        terminalreporter.write_line(
+            f"{len(skipped)} benchmark-data tests were skipped: no data directory "
+            f"(set AGENTGRAD_DATA_DIR to the folder holding multiwoz/ and taubench_retail/)", yellow=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("AGENTGRAD_REQUIRE_DATA") == "1":
+        rep = session.config.pluginmanager.get_plugin("terminalreporter")
+        if rep is not None and _data_skips(rep):
+            rep.write_line("AGENTGRAD_REQUIRE_DATA=1 but benchmark-data tests were skipped", red=True)
+            session.exitstatus = 1
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _tiny_cache(tmp_path_factory):

@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from agentgrad import RunError
+from agentgrad import ConfigError, RunError
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
 
@@ -93,8 +93,10 @@ def test_resume_refuses_a_changed_config(demo_run, tmp_path):
     from agentgrad.optim.run import run_optimize
     from rich.console import Console
 
-    with pytest.raises(RunError, match="configuration changed"):
+    before = (R / "config.yaml").read_text()
+    with pytest.raises(ConfigError, match="started with other configuration"):
         run_optimize(changed, R, resume=True, overrides=[], method=None, console=Console(quiet=True))
+    assert (R / "config.yaml").read_text() == before  # the run's record of its configuration is untouched
 
 
 def fake_task_config(tmp_path, optimizer, validate=True, replies_fn="answer_right_without_warning"):

@@ -9,10 +9,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentgrad.errors import ConfigError
+from agentgrad.redact import redacted  # noqa: F401  (configurations are written redacted)
 from agentgrad.models.base import GenerationSettings
 
 T = TypeVar("T", bound=BaseModel)
-SECRET_KEYS = ("api_key",)
 
 
 class ModelSpec(BaseModel):
@@ -47,7 +47,7 @@ class SystemConfig(BaseModel):
     inputs: list[str] = Field(default_factory=lambda: ["input"])
     models: dict[str, ModelSpec] = Field(default_factory=dict)
     settings: GenerationSettings = Field(default_factory=GenerationSettings)
-    agents: dict[str, AgentSpec]
+    agents: dict[str, AgentSpec] = Field(..., min_length=1)
     output: str | None = None
 
 
@@ -70,13 +70,10 @@ def validate(model: type[T], data: Any, where: str) -> T:
 
 
 def read_yaml(path: str | Path) -> Any:
+    from agentgrad.files import read_text
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file {path} does not exist") from None
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    text = read_text(path, "configuration file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -131,12 +128,3 @@ def model_spec_from_value(value: str, old: ModelSpec | None = None) -> ModelSpec
     else:
         raise ConfigError("--model cannot switch a model to the fake backend; edit the YAML instead")
     return ModelSpec(backend=backend, **keep)
-
-
-def redacted(data: Any) -> Any:
-    """A copy of a configuration dict with every secret removed, fit to be written to disk."""
-    if isinstance(data, dict):
-        return {k: redacted(v) for k, v in data.items() if k not in SECRET_KEYS}
-    if isinstance(data, list):
-        return [redacted(v) for v in data]
-    return data

@@ -80,6 +80,9 @@ def parse_range(spec: str | None, n: int) -> list[int]:
         try:
             if "-" in part:
                 a, b = (int(x) for x in part.split("-", 1))
+                if b < a:
+                    raise ConfigError(f"--tasks range {part!r} is empty (its end comes before its start); "
+                                      f"write it as {b}-{a}")
                 out.extend(range(a, b + 1))
             else:
                 out.append(int(part))
@@ -88,6 +91,8 @@ def parse_range(spec: str | None, n: int) -> list[int]:
     bad = [i for i in out if not 0 <= i < n]
     if bad:
         raise ConfigError(f"task index {bad[0]} is out of range (the split has {n} tasks: 0-{n - 1})")
+    if not out:
+        raise ConfigError(f"--tasks {spec!r} selects no task")
     return list(dict.fromkeys(out))
 
 
@@ -142,21 +147,23 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     resume (``resume=True``); ``out/result.json`` holds the training summary and the metrics.
     """
     from agentgrad.attribution.weights import get_method
-    from agentgrad.core.trace import write_json_atomic
+    from agentgrad.files import RunFiles
     from agentgrad.optim.trainer import Trainer
     from agentgrad.runs.rundir import RunDir
 
     get_method(method)
     train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
+    train_dir.started(digest)
     train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer})
     trainer = Trainer(task, make_scorer(models, scorer), make_optimizer(optimizer), trainer_cfg, train_dir, method, 1,
                       16, digest, on_event)
     final = trainer.fit()
     eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())
+    eval_dir.started(digest)
     eval_dir.write_config(config | {"prompts": "train/final.json"})
     metrics = evaluate(eval_dir, final["prompts"])
     result = {"train": {k: final[k] for k in ("train_score", "steps", "accepted", "rejected")}, "eval": metrics}
-    write_json_atomic(out / "result.json", result)
+    RunFiles(out).write_json("result.json", data=result)
     return result
 
 

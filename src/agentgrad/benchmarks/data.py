@@ -1,4 +1,9 @@
-"""The benchmark data directory: ``--data-dir``, else ``$AGENTGRAD_DATA_DIR``, else ``./data``."""
+"""The benchmark data directory.
+
+In order: ``--data-dir``; ``$AGENTGRAD_DATA_DIR``; ``./data`` when it exists; ``../shared/data`` when
+it exists (a checkout beside the team's shared data); else ``./data`` (and a one-line error saying
+how to point at the data when a benchmark needs it).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,12 @@ from agentgrad.errors import ConfigError
 
 
 def data_dir(explicit: str | os.PathLike | None = None) -> Path:
-    return Path(explicit or os.environ.get("AGENTGRAD_DATA_DIR") or "data")
+    if explicit or os.environ.get("AGENTGRAD_DATA_DIR"):
+        return Path(explicit or os.environ["AGENTGRAD_DATA_DIR"])
+    for candidate in (Path("data"), Path("..") / "shared" / "data"):
+        if candidate.is_dir():
+            return candidate
+    return Path("data")
 
 
 def benchmark_dir(name: str, explicit: str | os.PathLike | None = None) -> Path:

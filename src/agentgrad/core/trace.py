@@ -18,6 +18,8 @@ from typing import Any, Iterator
 
 from agentgrad.core.text import Text
 from agentgrad.errors import TraceError
+from agentgrad.files import write_json_atomic  # noqa: F401  (re-exported: the one write path)
+from agentgrad.redact import redacted
 
 SCHEMA = "agentgrad.trace"
 SCHEMA_VERSION = 1
@@ -97,8 +99,8 @@ class Node:
                 messages=self.messages,
                 spans=[s.to_dict() for s in self.spans],
                 tools=self.tools,
-                model=self.model,
-                settings=self.settings,
+                model=redacted(self.model),
+                settings=redacted(self.settings),
                 usage=self.usage,
             )
         d["timing"] = self.timing
@@ -195,11 +197,19 @@ class Trace:
             raise TraceError(
                 f"{where} has trace schema version {version!r}; this agentgrad reads version {SCHEMA_VERSION}"
             )
-        tr = cls(id=str(d.get("id", "")), meta=dict(d.get("meta", {})))
-        try:
-            tr.nodes = [Node.from_dict(n) for n in d["nodes"]]
-        except (KeyError, TypeError, ValueError) as e:
-            raise TraceError(f"{where} has a malformed node: {type(e).__name__}: {e}") from None
+        nodes, meta = d.get("nodes"), d.get("meta", {})
+        if not isinstance(nodes, list):
+            raise TraceError(f"{where}: \"nodes\" must be a list of node objects, got {type(nodes).__name__}")
+        if not isinstance(meta, dict):
+            raise TraceError(f"{where}: \"meta\" must be an object, got {type(meta).__name__}")
+        tr = cls(id=str(d.get("id", "")), meta=dict(meta))
+        for i, n in enumerate(nodes):
+            if not isinstance(n, dict):
+                raise TraceError(f"{where}: node at position {i} must be an object, got {type(n).__name__}")
+            try:
+                tr.nodes.append(Node.from_dict(n))
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise TraceError(f"{where}: node at position {i} is malformed ({type(e).__name__}: {e})") from None
         tr.validate(where)
         return tr
 
@@ -210,6 +220,14 @@ class Trace:
                 raise TraceError(f"{where}: node at position {i} has id {n.id}")
             if n.kind not in NODE_KINDS:
                 raise TraceError(f"{where}: node {i} has unknown kind {n.kind!r}")
+            if not isinstance(n.text, str) or not isinstance(n.name, str):
+                raise TraceError(f"{where}: node {i} must have a text output and a string name")
+            for p in n.parents:
+                if not 0 <= p < i:
+                    raise TraceError(f"{where}: node {i} has parent {p}, which is not an earlier node")
+            for j, m in enumerate(n.messages):
+                if not isinstance(m, dict) or not isinstance(m.get("content") or "", str):
+                    raise TraceError(f"{where}: node {i} message {j} must be an object with a text content")
             for s in n.spans:
                 if not 0 <= s.source < i:
                     raise TraceError(f"{where}: node {i} has a span from node {s.source}, not an earlier node")
@@ -227,13 +245,10 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
+        from agentgrad.files import read_text
+
         path = Path(path)
-        try:
-            raw = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise TraceError(f"trace file {path} does not exist") from None
-        except OSError as e:
-            raise TraceError(f"cannot read trace file {path}: {e.strerror}") from None
+        raw = read_text(path, "trace file", TraceError)
         try:
             d = json.loads(raw)
         except json.JSONDecodeError as e:
@@ -244,17 +259,6 @@ class Trace:
 def current_trace() -> Trace | None:
     """The active trace of this context, if any."""
     return _CURRENT.get()
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that a crash leaves either the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def now() -> float:

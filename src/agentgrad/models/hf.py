@@ -49,6 +49,8 @@ def load_tokenizer_and_model(opts: HFOptions) -> tuple[Any, Any]:
         raise ModelError(f"model folder {opts.path} does not exist (give a folder with config.json, or a hub id)")
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
         raise ModelError(f"model folder {opts.path} has no config.json; is it a Hugging Face model folder?")
+    if not os.path.isdir(path):
+        check_hub_reachable(opts.path)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -72,6 +74,34 @@ def load_tokenizer_and_model(opts: HFOptions) -> tuple[Any, Any]:
     model.eval()
     model.requires_grad_(False)
     return tok, model
+
+
+def check_hub_reachable(repo_id: str, timeout: float = 3.0) -> None:
+    """Fail at once (not after a minute of retries) when a hub id must be downloaded and cannot be.
+
+    A model already in the local Hugging Face cache loads offline. Otherwise offline mode
+    (``HF_HUB_OFFLINE``) or a hub that does not answer within ``timeout`` seconds is a one-line error.
+    """
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+            return
+    except Exception:  # noqa: BLE001 - an invalid repo id: from_pretrained says so below
+        return
+    fix = f"download it where there is network (hf download {repo_id}) and give its folder"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise ModelError(f"model {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; {fix}")
+    import socket
+    from urllib.parse import urlparse
+
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError:
+        raise ModelError(f"model {repo_id!r} is not in the local Hugging Face cache and {host} cannot be reached "
+                         f"(no network?); {fix}") from None
 
 
 def context_length(model: Any, tok: Any, override: int | None = None) -> int:

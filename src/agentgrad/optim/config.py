@@ -39,7 +39,17 @@ class ValidateConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     size: int = Field(4, ge=1, description="examples of the validation split scored per step")
-    tolerance: float = Field(0.0, ge=0.0, description="largest score drop still accepted")
+    tolerance: float = Field(0.0, ge=0.0, description="largest score drop still accepted (a choice: default 0)")
+    accept_ties: bool = Field(False, description="accept a step that leaves the validation score unchanged")
+
+    def accepts(self, before: float, after: float) -> bool:
+        """The gate's rule: a step is kept when it improves the validation score; a tie only with
+        ``accept_ties`` (or a positive ``tolerance``); a drop only when ``tolerance`` covers it."""
+        if after > before:
+            return True
+        if after == before:
+            return self.accept_ties or self.tolerance > 0
+        return before - after <= self.tolerance
 
 
 class RenderConfig(BaseModel):

@@ -20,7 +20,7 @@ from agentgrad.optim.config import OptimizeConfig, load_optimize_config, resolve
 from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
 from agentgrad.optim.tasks import get_task
 from agentgrad.optim.trainer import Trainer
-from agentgrad.runs.rundir import RunDir
+from agentgrad.runs.rundir import RunDir, check_run_dir
 
 
 def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
@@ -58,19 +58,23 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
         apply_model_override(sys_cfg, o)
         cfg.models[o.partition("=")[0]] = sys_cfg.models[o.partition("=")[0]]
     topological_levels(sys_cfg)
-    run_dir = RunDir(out, resume=resume)
-    run_dir.write_config(cfg.model_dump(mode="json") | {"resolved_system": sys_cfg.model_dump(mode="json")})
+    check_run_dir(out, resume)  # before models load; a start that fails leaves nothing that blocks a retry
     with console.status("loading models"):
         models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in sys_cfg.models.items()}
     task = get_task(cfg.task)(sys_cfg, {k: base / v for k, v in cfg.data.items()}, models)
     scorer = build_scorer(cfg, models)
     optimizer = build_optimizer(cfg, models)
+    run_dir = RunDir(out, resume=resume)
+    run_dir.started(cfg.digest(), "configuration")  # a resumed run with another configuration is refused
+    run_dir.write_config(cfg.model_dump(mode="json") | {"resolved_system": sys_cfg.model_dump(mode="json")})
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console)
     state = {"step": 0, "accepted": 0, "rejected": 0, "score": None}
 
     def on_event(e: dict[str, Any]) -> None:
+        if e["event"] == "resumed":  # the bar counts the samples done before the crash too
+            progress.update(bar, completed=e["next_sample"])
         if e["event"] == "sample":
             progress.advance(bar)
         elif e["event"] == "step":

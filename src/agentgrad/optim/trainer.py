@@ -22,7 +22,7 @@ from agentgrad.backward import Trajectory, VerbalLoss, backward, blamed_agents, 
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
 from agentgrad.core.trace import write_json_atomic
-from agentgrad.errors import AgentgradError, RunError
+from agentgrad.errors import AgentgradError, ConfigError, RunError
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Optimizer, StepInput
 from agentgrad.optim.tasks import Task
@@ -81,7 +81,14 @@ class Trainer:
         random.Random(cfg.seed).shuffle(order)  # the sample order depends on the seed only
         self.train = [train[i] for i in order[: cfg.samples]]
         self.val = task.examples("val")[: cfg.validation.size] if cfg.validation else []
-
+        seen: dict[str, int] = {}
+        for i, ex in enumerate(train):  # two samples with one id would share their files
+            sid = str(ex.get("id", "")) if isinstance(ex, dict) else ""
+            if sid in seen:
+                raise ConfigError(f"training examples {seen[sid] + 1} and {i + 1} have the same id {sid!r}; "
+                                  f"give every example a distinct id")
+            seen[sid] = i
+            run_dir.names.claim(sid)  # refuses two ids that would share a file name
     # --- paths and events -------------------------------------------------------------------
     @property
     def checkpoint_path(self) -> Path:
@@ -138,11 +145,12 @@ class Trainer:
             loss.attach(ep.trace)
             results, graph = self.scorer.attribute(ep.trace)
             trajs = backward(graph, loss, self.top_k, self.method, seed, self.max_paths)
+            trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
-                                        f"traces/{sid}.json")
+                                        trace_rel)
             record["loss"] = loss.to_dict()
             record["trajectories"] = [t.to_dict() for t in trajs]
-            write_json_atomic(self.run_dir.path / "attribution" / f"{sid}.json", record)
+            write_json_atomic(self.run_dir.sample_path("attribution", sid), record)
             excerpts: dict[str, list[str]] = {}
             for t in trajs:
                 for n in t.nodes:
@@ -151,7 +159,7 @@ class Trainer:
                         excerpts.setdefault(node.name, []).append(node.text)
             rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
             collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}))
-        ep.trace.save(self.run_dir.path / "traces" / f"{sid}.json")
+        ep.trace.save(self.run_dir.sample_path("traces", sid))
         self.log("sample", sample=sid, score=score.value, passed=score.passed,
                  blamed=sorted({a for t in (collected.trajectories if collected else []) for a in t.agents}))
         return score.value, collected
@@ -200,7 +208,7 @@ class Trainer:
         accepted, new_val = True, val_score
         if self.cfg.validation:
             new_val = self.evaluate(self.val)
-            accepted = new_val >= (val_score or 0.0) - self.cfg.validation.tolerance
+            accepted = self.cfg.validation.accepts(val_score or 0.0, new_val)
             if not accepted:
                 set_prompts(self.system, {n: old[n] for n in res.prompts})  # roll back
         updated = sorted(res.prompts) if accepted else []

@@ -1,4 +1,8 @@
-"""The run directory: resolved config, an append-only events log, one trace per episode."""
+"""The run directory: resolved config, an append-only events log, one trace per episode.
+
+Everything goes through :class:`agentgrad.files.RunFiles` (confined, atomic writes) and
+:mod:`agentgrad.redact` (no secret reaches a file).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +14,47 @@ from typing import Any, Iterator
 
 import yaml
 
-from agentgrad.config import redacted
-from agentgrad.errors import RunError
+from agentgrad.errors import ConfigError, RunError
+from agentgrad.files import NameRegistry, RunFiles
+from agentgrad.redact import redacted
+
+# What a run directory holds before any unit of work finished: a failed start leaves only these,
+# and a later start may reuse such a folder without --resume.
+_START_EVENTS = {"started", "run_started"}
+
+
+def _never_started(path: Path) -> bool:
+    """Whether ``path`` holds only what a start that failed before any work leaves behind."""
+    for dirpath, dirs, files in os.walk(path):
+        rel = Path(dirpath).relative_to(path)
+        if rel.parts and rel.parts[-1] not in ("traces", "train", "eval"):
+            return False
+        for f in files:
+            if f == "config.yaml":
+                continue
+            if f != "events.jsonl":
+                return False
+            for line in Path(dirpath, f).read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    if json.loads(line).get("event") not in _START_EVENTS:
+                        return False
+                except (json.JSONDecodeError, AttributeError):
+                    return False
+    return True
+
+
+def check_run_dir(path: str | os.PathLike, resume: bool = False) -> None:
+    """The checks of :class:`RunDir` without creating anything (run them before loading models)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise RunError(f"{p} exists and is not a directory")
+    fresh = not p.exists() or not any(p.iterdir()) or _never_started(p)
+    if not fresh and not resume:
+        raise RunError(f"run directory {p} is not empty; pass --resume to continue it, or choose another --out")
+    if resume and fresh:
+        return  # nothing was done yet: resuming is starting
+    if resume and not (p / "events.jsonl").exists():
+        raise RunError(f"cannot resume {p}: it has no events.jsonl (not a run directory)")
 
 
 class RunDir:
@@ -19,19 +62,20 @@ class RunDir:
 
     Args:
         path: the folder.
-        resume: continue an existing run instead of refusing to touch it.
+        resume: continue an existing run instead of refusing to touch it. A folder that holds
+            only what a failed start left (no finished unit of work) is reused either way.
     """
 
     def __init__(self, path: str | os.PathLike, resume: bool = False):
         self.path = Path(path)
-        exists = self.path.exists() and any(self.path.iterdir()) if self.path.is_dir() else self.path.exists()
-        if self.path.exists() and not self.path.is_dir():
-            raise RunError(f"{self.path} exists and is not a directory")
-        if exists and not resume:
-            raise RunError(f"run directory {self.path} is not empty; pass --resume to continue it, or choose another --out")
-        if resume and not (self.path / "events.jsonl").exists():
-            raise RunError(f"cannot resume {self.path}: it has no events.jsonl")
+        check_run_dir(self.path, resume)
+        if self.path.exists() and _never_started(self.path):
+            for f in ("config.yaml", "events.jsonl"):  # a failed start's leftovers
+                (self.path / f).unlink(missing_ok=True)
+        self.files = RunFiles(self.path)
+        self.names = NameRegistry()
         (self.path / "traces").mkdir(parents=True, exist_ok=True)
+        self.files.clean_temporary()  # what a kill -9 in the middle of a write left
 
     @property
     def events_path(self) -> Path:
@@ -40,12 +84,22 @@ class RunDir:
     def trace_path(self, index: int) -> Path:
         return self.path / "traces" / f"{index:05d}.json"
 
+    def sample_path(self, folder: str, sample_id: Any, suffix: str = ".json") -> Path:
+        """``folder/<safe name of sample_id><suffix>`` inside the run; see :func:`agentgrad.files.safe_name`.
+
+        Two different samples that would share a file are refused (:class:`NameRegistry`).
+        """
+        return self.files.path(folder, self.names.claim(sample_id) + suffix)
+
+    def write_json(self, rel: str, data: Any) -> Path:
+        return self.files.write_json(*Path(rel).parts, data=data)
+
     def write_config(self, config: dict[str, Any]) -> None:
-        (self.path / "config.yaml").write_text(yaml.safe_dump(redacted(config), sort_keys=False), encoding="utf-8")
+        self.files.write_text("config.yaml", text=yaml.safe_dump(redacted(config), sort_keys=False))
 
     def log(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Append one event (a completed unit of work) durably."""
-        record = {"time": round(time.time(), 3), "event": event, **fields}
+        """Append one event (a completed unit of work) durably; secrets are removed first."""
+        record = {"time": round(time.time(), 3), "event": event, **redacted(fields)}
         with open(self.events_path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
             f.flush()
@@ -56,12 +110,23 @@ class RunDir:
         """Events in order; a line cut short by a crash (the last one) is skipped."""
         if not self.events_path.exists():
             return
-        with open(self.events_path, encoding="utf-8") as f:
+        with open(self.events_path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
-                    yield json.loads(line)
+                    e = json.loads(line)
                 except json.JSONDecodeError:
                     continue
+                if isinstance(e, dict):
+                    yield e
+
+    def started(self, digest: str, what: str = "options") -> None:
+        """Record the configuration's digest, or check it when resuming: a changed one is refused."""
+        old = next((e for e in self.events() if e.get("event") == "started"), None)
+        if old is None:
+            self.log("started", digest=digest)
+        elif old.get("digest") != digest:
+            raise ConfigError(f"{self.path} was started with other {what}; resume it with the same ones, "
+                           f"or choose another --out")
 
     def done_inputs(self) -> set[int]:
         """Indices of inputs whose episode finished and whose trace is on disk."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -12,16 +13,15 @@ from typing import Any, Callable
 from agentgrad.core.system import System, wrap_inputs
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.files import read_text
+from agentgrad.redact import redact_text
 from agentgrad.runs.rundir import RunDir
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Examples from a JSONL file: one JSON object per non-empty line."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ConfigError(f"inputs file {path} does not exist") from None
+    lines = read_text(path, "inputs file").splitlines()
     out = []
     for i, line in enumerate(lines, 1):
         if not line.strip():
@@ -50,6 +50,48 @@ class RunSummary:
     seconds: float = 0.0
 
 
+def input_digest(example: dict[str, Any]) -> str:
+    """A short hash of one example's content: a resumed run refuses an id whose input changed."""
+    return hashlib.sha256(json.dumps(example, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Planned:
+    index: int  # line position (for display)
+    id: str  # the example's "id", else its position
+    name: str  # the trace's file name (safe, unique)
+    digest: str
+
+
+def plan_inputs(examples: list[dict[str, Any]], run_dir: RunDir) -> tuple[list[Planned], set[str]]:
+    """Every example with its id and trace file, and the ids already done in ``run_dir``.
+
+    Inputs are matched by id (``"id"``, else the line position), never by position alone: a
+    resumed run with reordered or added inputs runs exactly the ones not yet done, and an id whose
+    content changed since it was done is refused. Two examples with the same id are refused.
+    """
+    plan, seen = [], {}
+    for i, ex in enumerate(examples):
+        ex_id = str(ex["id"]) if "id" in ex else str(i)
+        if ex_id in seen:
+            raise ConfigError(f"examples {seen[ex_id] + 1} and {i + 1} have the same id {ex_id!r}; ids must be unique")
+        seen[ex_id] = i
+        name = run_dir.names.claim(ex_id) if "id" in ex else f"{i:05d}"
+        plan.append(Planned(i, ex_id, name, input_digest(ex)))
+    by_id = {p.id: p for p in plan}
+    done: set[str] = set()
+    for e in run_dir.events():
+        if e.get("event") != "input_done" or str(e.get("id")) not in by_id:
+            continue
+        p = by_id[str(e["id"])]
+        if e.get("input") and e["input"] != p.digest:
+            raise ConfigError(f"input {p.id!r} changed since {run_dir.path} ran it; resume with the same inputs, "
+                              f"or choose another --out")
+        if (run_dir.path / "traces" / f"{p.name}.json").exists():
+            done.add(p.id)
+    return plan, done
+
+
 async def run_inputs(
     system: System,
     examples: list[dict[str, Any]],
@@ -59,21 +101,21 @@ async def run_inputs(
 ) -> RunSummary:
     """Run ``system`` on every example not yet done in ``run_dir``.
 
-    Each finished episode is saved to ``traces/NNNNN.json`` and logged before the next counts
-    as done, so a crash loses at most the episodes in flight; ``RunDir(resume=True)`` continues.
+    Each finished episode is saved to ``traces/<id>.json`` (``NNNNN.json`` for examples without an
+    id) and logged before the next counts as done, so a crash loses at most the episodes in
+    flight; ``RunDir(resume=True)`` continues, matching inputs by id (:func:`plan_inputs`).
     A user-level error in one episode (a prompt too long, a model that keeps failing) is logged
     with its partial trace and the run goes on.
     """
-    done = run_dir.done_inputs()
+    plan, done = plan_inputs(examples, run_dir)
     summary = RunSummary(total=len(examples), skipped=len(done))
     sem = asyncio.Semaphore(max(1, concurrency))
     t0 = time.time()
     run_dir.log("run_started", inputs=len(examples), already_done=len(done))
 
-    async def one(index: int, example: dict[str, Any]) -> None:
+    async def one(p: Planned, example: dict[str, Any]) -> None:
         async with sem:
-            ex_id = str(example.get("id", index))
-            trace = Trace(id=ex_id, meta={"index": index, "system": system.name})
+            trace = Trace(id=p.id, meta={"index": p.index, "system": system.name})
             started = time.time()
             try:
                 with trace:
@@ -82,25 +124,26 @@ async def run_inputs(
                 trace.meta["output"] = str(output)
                 status, error = "input_done", None
             except AgentgradError as e:
-                status, error = "input_failed", str(e)
+                status, error = "input_failed", redact_text(str(e))
                 trace.meta["error"] = error
             trace.meta["seconds"] = round(time.time() - started, 3)
-            trace.save(run_dir.trace_path(index))
+            rel = f"traces/{p.name}.json"
+            trace.save(run_dir.files.path("traces", f"{p.name}.json"))
             calls = trace.calls()
             summary.calls += len(calls)
             summary.prompt_tokens += sum(n.usage.get("prompt_tokens", 0) for n in calls)
             summary.completion_tokens += sum(n.usage.get("completion_tokens", 0) for n in calls)
-            fields: dict[str, Any] = {"index": index, "id": ex_id, "trace": str(run_dir.trace_path(index).relative_to(run_dir.path))}
+            fields: dict[str, Any] = {"index": p.index, "id": p.id, "input": p.digest, "trace": rel}
             if error:
                 fields["error"] = error
-                summary.failed.append((index, error))
+                summary.failed.append((p.index, error))
             else:
                 summary.done += 1
             run_dir.log(status, calls=len(calls), seconds=trace.meta["seconds"], **fields)
             if on_progress:
-                on_progress(index, status)
+                on_progress(p.index, status)
 
-    await asyncio.gather(*(one(i, ex) for i, ex in enumerate(examples) if i not in done))
+    await asyncio.gather(*(one(p, ex) for p, ex in zip(plan, examples) if p.id not in done))
     summary.seconds = round(time.time() - t0, 3)
     run_dir.log("run_finished", done=summary.done, failed=len(summary.failed), seconds=summary.seconds)
     return summary

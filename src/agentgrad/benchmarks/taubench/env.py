@@ -17,6 +17,7 @@ from typing import Any
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.core.tools import Tool
+from agentgrad.files import RunFiles
 from agentgrad.errors import ConfigError
 
 SPLITS = ("train", "dev", "test")
@@ -168,8 +169,7 @@ def replay_gold(split: str, data: str | Path | None = None, dump_dir: Path | Non
             r = env.reward()
             per_task.append({"split": s, "index": task.index, "actions": r.actions})
             if dump_dir is not None:
-                dump_dir.mkdir(parents=True, exist_ok=True)
-                (dump_dir / f"{s}-{task.index}.json").write_text(json.dumps(env.db, ensure_ascii=False), encoding="utf-8")
+                RunFiles(dump_dir).write_text(f"{s}-{task.index}.json", text=json.dumps(env.db, ensure_ascii=False))
     n = len(per_task)
     return {"tasks": n, "action_reward": sum(t["actions"] for t in per_task) / max(n, 1),
             "failed": [t for t in per_task if t["actions"] < 1], "tool_errors": errors}

@@ -1,0 +1,5 @@
+import sys
+
+from agentgrad.cli import main
+
+sys.exit(main())

@@ -1,0 +1,171 @@
+"""``run``, ``attribute``, ``trace show``, ``optimize``, ``demo``, ``backends``: the core commands."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from agentgrad.cli._common import _progress, app, console, err_console, trace_app
+from agentgrad.errors import ConfigError
+
+@app.command()
+def run(
+    system: Path = typer.Argument(..., help="System YAML (models, agents, and what feeds each)."),
+    inputs: Path = typer.Option(..., "--inputs", help="JSONL file, one example per line."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Examples run at once."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+) -> None:
+    """Run a system on every input, writing one trace per input."""
+    from agentgrad.config import apply_model_override, load_system_config
+    from agentgrad.core.graph_system import GraphSystem, topological_levels
+    from agentgrad.runs.rundir import RunDir, check_run_dir
+    from agentgrad.runs.runner import plan_inputs, read_jsonl, run_inputs
+
+    cfg = load_system_config(system)
+    for o in model:
+        apply_model_override(cfg, o)
+    topological_levels(cfg)  # graph errors before any model loads
+    examples = read_jsonl(inputs)
+    check_run_dir(out, resume)  # before models load: a failed start leaves nothing that blocks a retry
+    with console.status("loading models"):
+        sys_ = GraphSystem(cfg)
+    run_dir = RunDir(out, resume=resume)
+    resolved = cfg.model_dump(mode="json")
+    run_dir.started(hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16],
+                    "system configuration or models")
+    run_dir.write_config(resolved)
+    plan, done = plan_inputs(examples, run_dir)
+    with _progress() as progress:
+        task = progress.add_task("episodes", total=len(plan), completed=len(done))
+        summary = asyncio.run(
+            run_inputs(sys_, examples, run_dir, concurrency, on_progress=lambda i, s: progress.advance(task))
+        )
+    table = Table(title=f"run {out}", show_header=False)
+    for k, v in [
+        ("inputs", summary.total),
+        ("done now", summary.done),
+        ("done before (resumed)", summary.skipped),
+        ("failed", len(summary.failed)),
+        ("agent calls", summary.calls),
+        ("tokens (prompt + completion)", f"{summary.prompt_tokens:,} + {summary.completion_tokens:,}"),
+        ("seconds", summary.seconds),
+    ]:
+        table.add_row(k, str(v))
+    console.print(table)
+    for index, error in summary.failed[:10]:
+        err_console.print(f"input {index} failed: {error}")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def attribute(
+    target: Path = typer.Argument(..., help="A trace JSON file, or a run directory (all of traces/)."),
+    scorer: str = typer.Option(..., "--scorer", help="White-box scorer: Hugging Face folder or hub id."),
+    method: str = typer.Option("mean_l1", "--method", help="Blame method: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    out: Path = typer.Option(..., "--out", help="Output JSON (a trace) or directory (a run directory)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
+    top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call."),
+    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
+    naive: bool = typer.Option(False, "--naive", help="Reference path: no prefix cache."),
+    on_too_long: str = typer.Option("error", "--on-too-long", help="error, or skip (recorded as skipped)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out (never the traces read)."),
+) -> None:
+    """Connection weights of every call in a trace (GBC), and the kept edges."""
+    from agentgrad.attribution.io import attribute_trace_file, trace_files
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.attribution.weights import get_method
+    from agentgrad.core.trace import Trace
+
+    from agentgrad.files import check_new_output
+
+    get_method(method)  # an unknown name fails before the model loads
+    if on_too_long not in ("error", "skip"):
+        raise ConfigError(f"--on-too-long takes error or skip, got {on_too_long!r}")
+    files = trace_files(target)
+    protect = [target / "traces", *files] if target.is_dir() else files
+    check_new_output(out, overwrite, "dir" if target.is_dir() else "file", protect)
+    n_calls = sum(len(Trace.load(f).calls()) for f in files)  # every trace is valid before anything is written
+    with console.status(f"loading scorer {scorer}"):
+        sc = Scorer(scorer, dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long)
+    outs = [out] if not target.is_dir() else [out / f.name for f in files]
+    with _progress() as progress:
+        task = progress.add_task("call nodes", total=n_calls)
+        for f, o in zip(files, outs):
+            attribute_trace_file(sc, f, o, method, top_k, seed, on_node=lambda r: progress.advance(task))
+    console.print(
+        f"attributed {n_calls} call nodes in {len(files)} trace(s) -> {out}  "
+        f"(prefix cache: {sc.cache_stats['hits']} hits, {sc.cache_stats['misses']} misses)"
+    )
+
+
+@trace_app.command("show")
+def trace_show(
+    path: Path = typer.Argument(..., help="A trace JSON file."),
+    max_chars: int = typer.Option(2000, "--max-chars", help="Cut longer texts in the view (0: never)."),
+) -> None:
+    """Print the calls of a trace, their inputs with spans marked, and outputs."""
+    from agentgrad.core.trace import Trace
+    from agentgrad.report.trace_view import show_trace
+
+    show_trace(Trace.load(path), console, max_chars)
+
+
+@app.command()
+def optimize(
+    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to write."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory from its checkpoint."),
+    model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
+) -> None:
+    """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
+    from agentgrad.optim.run import run_optimize
+
+    if (out is None) == (resume is None):
+        raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
+    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("runs/demo"), "--out", help="Run directory to write."),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="Real weights instead of the tiny random model: a folder or hub id."
+    ),
+) -> None:
+    """The whole loop (run, attribute, backward, optimize, checkpoint) on the pipeline example."""
+    from agentgrad.examples import PIPELINE
+    from agentgrad.optim.run import run_optimize
+
+    if model is None:
+        console.print(
+            "[yellow]note:[/yellow] this demo runs on a tiny model with random weights, built here offline: its "
+            "answers are noise and nothing is learned; it shows the machinery. For real weights: agentgrad "
+            "optimize examples/pipeline/optimize.yaml --out runs/real --model default=Qwen/Qwen3-0.6B (a hub id or "
+            "folder); for an LLM optimizer on any OpenAI-compatible server, add it under models: and set "
+            "optimizer: {kind: llm, model: NAME}."
+        )
+    run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
+                 method=None, console=console)
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+
+
+@app.command("backends")
+def backends() -> None:
+    """List the model backends."""
+    from agentgrad.models.registry import list_backends
+
+    for b in list_backends():
+        console.print(b)
+
+

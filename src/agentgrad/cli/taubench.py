@@ -1,0 +1,116 @@
+"""``bench taubench``: replay-gold, evaluate, optimize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _RESUME_RUN, _SCORER, _TAU_MODEL,
+                                  _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
+                                  _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
+                                  console, err_console)
+
+taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
+
+
+@taubench_app.command("replay-gold")
+def taubench_replay_gold(
+    split: str = typer.Option("all", "--split", help="train, dev, test or all."),
+    dump_db: Optional[Path] = typer.Option(None, "--dump-db", help="Write each final database as DIR/<split>-<index>.json."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --dump-db folder."),
+) -> None:
+    """Replay every task's gold actions through the environment and print the action reward."""
+    from agentgrad.benchmarks.taubench.env import replay_gold
+    from agentgrad.files import check_new_output
+
+    if dump_db is not None:
+        check_new_output(dump_db, overwrite, "dir")
+
+    with console.status(f"replaying the gold actions of split {split}"):
+        res = replay_gold(split, data_dir, dump_db)
+    console.print(f"tasks: {res['tasks']}  action reward: {res['action_reward']:.4f}  "
+                  f"(gold tool calls answered with an error, as in tau-bench: {res['tool_errors']})")
+    for t in res["failed"][:20]:
+        err_console.print(f"action reward 0: {t['split']} task {t['index']}")
+    if res["failed"]:
+        raise typer.Exit(1)
+
+
+@taubench_app.command("evaluate")
+def taubench_evaluate(
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    system: str = _TAU_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    user_model: Optional[str] = _TAU_USER,
+    user_temperature: float = typer.Option(0.0, "--user-temperature", min=0.0, help="The customer's temperature."),
+    split: str = _TAU_SPLIT,
+    tasks: Optional[str] = _TAU_TASKS,
+    trials: int = typer.Option(1, "--trials", min=1, help="Runs per task (pass^k for k up to this)."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
+    concurrency: int = _CONCURRENCY,
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """Run conversations with a simulated customer; print action, output and overall reward and pass^k."""
+    from agentgrad.benchmarks.common import parse_range
+    from agentgrad.benchmarks.taubench.env import load_tasks
+    from agentgrad.benchmarks.taubench.run import TauSetup, evaluate
+
+    opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_turns, data_dir)
+    n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
+    with console.status("loading models"):
+        setup = TauSetup(opts)
+    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
+    progress, on_episode = _episode_progress(n * trials)
+    with progress:
+        metrics = evaluate(setup, run_dir, on_episode, concurrency=concurrency)
+    _print_tau_metrics(metrics)
+    console.print(f"run directory: {out} (metrics.json, events.jsonl, traces/)")
+
+
+@taubench_app.command("optimize")
+def taubench_optimize(
+    out: Path = typer.Option(..., "--out", help="Run directory to write (train/ and eval/)."),
+    system: str = _TAU_SYSTEM,
+    prompts: Optional[Path] = _TAU_PROMPTS,
+    model: list[str] = _TAU_MODEL,
+    user_model: Optional[str] = _TAU_USER,
+    method: str = _METHOD,
+    samples: int = typer.Option(10, "--samples", min=1, help="Training conversations (the paper: 10)."),
+    seed: int = typer.Option(0, "--seed", help="Which training tasks are sampled, and tie-breaking."),
+    scorer: Optional[str] = _SCORER,
+    optimizer: Optional[str] = _OPTIMIZER,
+    split: str = _TAU_SPLIT,
+    tasks: Optional[str] = _TAU_TASKS,
+    trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    resume: bool = _RESUME_RUN,
+    concurrency: int = _CONCURRENCY,
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """The paper's protocol: train on sampled training tasks (a step after each conversation), then evaluate."""
+    from agentgrad.benchmarks.common import parse_range
+    from agentgrad.benchmarks.taubench.env import load_tasks
+    from agentgrad.benchmarks.taubench.run import TauSetup, optimize
+
+    opts = _tau_options(system, prompts, model, user_model, 0.0, split, tasks, trials, max_turns, data_dir)
+    n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
+    _check_new_run(out, resume)
+    with console.status("loading models"):
+        setup = TauSetup(opts)
+    on_event = _training_printer("reward", 1.0)
+
+    progress, on_episode = _episode_progress(n * trials)
+    with progress:
+        result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode,
+                          concurrency)
+    t = result["train"]
+    console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
+    _print_tau_metrics(result["eval"])
+    console.print(f"run directory: {out} (train/, eval/metrics.json, result.json)")
+
+

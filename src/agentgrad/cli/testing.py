@@ -1,0 +1,50 @@
+"""``testing``: offline helpers (tiny models, a local OpenAI-compatible server)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from agentgrad.cli._common import console
+
+testing_app = typer.Typer(help="Offline helpers: tiny models and a local OpenAI-compatible server.", no_args_is_help=True)
+
+
+@testing_app.command("tiny-model")
+def tiny_model(
+    out_dir: Path = typer.Argument(..., help="Folder to write the model to."),
+    arch: str = typer.Option("llama", "--arch", help="llama, qwen3, mistral or gemma."),
+    seed: int = typer.Option(0, "--seed"),
+    layers: int = typer.Option(2, "--layers", min=1),
+    hidden: int = typer.Option(64, "--hidden", min=8),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
+) -> None:
+    """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
+    from agentgrad.files import check_new_output
+    from agentgrad.testing.tiny import build_tiny_model
+
+    check_new_output(out_dir, overwrite, "dir")
+
+    path = build_tiny_model(out_dir, arch=arch, seed=seed, layers=layers, hidden=hidden)
+    console.print(f"tiny {arch} model written to {path} (random weights: for tests and demos only)")
+
+
+@testing_app.command("serve")
+def serve(
+    model_dir: Path = typer.Argument(..., help="A Hugging Face model folder to answer from."),
+    port: int = typer.Option(8000, "--port"),
+    fail_rate: float = typer.Option(0.0, "--fail-rate", min=0.0, max=1.0, help="Fraction answered 500/429."),
+) -> None:
+    """Serve a local model as an OpenAI-compatible endpoint on 127.0.0.1 (for tests)."""
+    from agentgrad.models.hf import HFModel
+    from agentgrad.testing.server import OpenAICompatServer
+
+    srv = OpenAICompatServer(HFModel(path=str(model_dir)), fail_rate=fail_rate, port=port)
+    console.print(f"serving {model_dir} at {srv.base_url} (Ctrl-C to stop)")
+    try:
+        srv._httpd.serve_forever()
+    except KeyboardInterrupt:
+        srv.stop()
+
+

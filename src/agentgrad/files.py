@@ -1,0 +1,176 @@
+"""Run files: the one write path for everything agentgrad writes.
+
+Three rules, in one place:
+
+- **Safe names.** A sample id (from a dataset, a user, an LLM) becomes a file name by
+  :func:`safe_name`: an id made only of ``A-Z a-z 0-9 . _ -`` that does not start with ``.`` and has
+  at most 100 characters is used as it is; any other id keeps its allowed characters (others become
+  ``_``, cut to 80) and gets ``-`` plus the first 10 hex digits of the SHA-256 of the id appended,
+  so ``a/b`` and ``a_b`` never share a file. Two samples whose names still coincide (the same id
+  twice) are refused by :class:`NameRegistry` with a one-line error naming both.
+- **Confinement.** :meth:`RunFiles.path` resolves a relative path inside the run directory and
+  refuses absolute paths, ``..`` and symbolic links that lead outside it.
+- **No silent replacement.** Every write is atomic (temporary file, fsync, rename; a kill leaves the
+  old file or the new one, and :meth:`RunFiles.clean_temporary` removes what a kill left).
+  :func:`check_new_output` refuses an ``--out`` that holds something the command did not create
+  unless ``--overwrite`` is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from agentgrad.errors import RunError
+
+_SAFE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+_TMP = re.compile(r"^\..+\.\d+\.\d+\.tmp$")  # what write_atomic leaves behind when killed
+
+
+def safe_name(raw: Any) -> str:
+    """The file name (without extension) for a sample id; see the module docstring for the rule."""
+    s = str(raw)
+    if _SAFE.fullmatch(s):
+        return s
+    kept = re.sub(r"[^A-Za-z0-9._-]", "_", s).lstrip(".")[:80]
+    digest = hashlib.sha256(s.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{kept}-{digest}" if kept else digest
+
+
+class NameRegistry:
+    """Safe names handed out in one run; the same name for two different samples is an error."""
+
+    def __init__(self, what: str = "sample"):
+        self.what = what
+        self._owner: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, raw: Any, owner: str | None = None) -> str:
+        """The safe name of ``raw``; ``owner`` (default: the id) says who holds it in errors."""
+        name, who = safe_name(raw), owner if owner is not None else repr(str(raw))
+        with self._lock:
+            prev = self._owner.setdefault(name, who)
+        if prev != who:
+            raise RunError(f"{self.what}s {prev} and {who} would both be written as {name!r}; "
+                           f"give every {self.what} a distinct id")
+        return name
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` so that a crash leaves either the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """:func:`write_atomic` of ``data`` as indented JSON."""
+    write_atomic(Path(path), json.dumps(data, ensure_ascii=False, indent=1))
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+class RunFiles:
+    """Paths and writes confined to one run directory."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path(self, *parts: str) -> Path:
+        """``root/parts...``, refused when it would lie outside the run directory."""
+        rel = Path(*parts)
+        if rel.is_absolute() or ".." in rel.parts:
+            raise RunError(f"refusing to write {rel}: run files must stay inside {self.root}")
+        full = self.root / rel
+        root = self.root.resolve()
+        if not _inside(full.resolve(), root):  # a symbolic link leading out
+            raise RunError(f"refusing to write {full}: it leads outside the run directory {self.root}")
+        return full
+
+    def write_json(self, *parts: str, data: Any) -> Path:
+        p = self.path(*parts)
+        write_json_atomic(p, data)
+        return p
+
+    def write_text(self, *parts: str, text: str) -> Path:
+        p = self.path(*parts)
+        write_atomic(p, text)
+        return p
+
+    def clean_temporary(self) -> int:
+        """Remove the temporary files that a killed write left behind; returns how many."""
+        n = 0
+        if not self.root.is_dir():
+            return 0
+        for dirpath, _, files in os.walk(self.root):
+            for f in files:
+                if _TMP.match(f):
+                    Path(dirpath, f).unlink(missing_ok=True)
+                    n += 1
+        return n
+
+
+def check_new_output(out: Path, overwrite: bool, kind: str = "file", protect: list[Path] | None = None) -> None:
+    """Refuse an output that would replace something, unless ``overwrite``; never one of ``protect``.
+
+    ``kind`` is ``file`` (``out`` must not exist) or ``dir`` (``out`` must not exist or be empty).
+    ``protect`` lists paths that even ``--overwrite`` may not touch (the inputs being read): ``out``
+    may not be one of them, nor contain or lie inside one.
+    """
+    out_r = out.resolve()
+    for p in protect or []:
+        p_r = p.resolve()
+        if out_r == p_r or _inside(out_r, p_r) or _inside(p_r, out_r):
+            raise RunError(f"--out {out} would overwrite the input {p}; choose another --out")
+    if not out.exists():
+        return
+    if kind == "file":
+        if out.is_dir():
+            raise RunError(f"--out {out} is a directory; give a file name")
+        if not overwrite:
+            raise RunError(f"--out {out} exists; pass --overwrite to replace it, or choose another --out")
+        return
+    if not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a directory")
+    if any(out.iterdir()) and not overwrite:
+        raise RunError(f"--out {out} is not empty; pass --overwrite to write into it, or choose another --out")
+
+
+def read_text(path: str | os.PathLike, what: str = "file", error: type[Exception] | None = None) -> str:
+    """A UTF-8 text file's content, or a one-line error (``error``, default ConfigError) saying why not."""
+    from agentgrad.errors import ConfigError
+
+    err = error or ConfigError
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise err(f"{what} {p} does not exist") from None
+    except IsADirectoryError:
+        raise err(f"{what} {p} is a directory, not a file") from None
+    except OSError as e:
+        raise err(f"cannot read {what} {p}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise err(f"{what} {p} is not UTF-8 text (byte {e.start}, line {line}); save it as UTF-8") from None
