@@ -26,6 +26,9 @@ class VerbalLoss:
     targets: list[int]
     kind: str = "generic"
     details: dict[str, Any] = field(default_factory=dict)
+    # Optional: per target node, the character ranges of its output that the loss names as wrong
+    # (the loss-targeted objective differentiates only those tokens).
+    spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     @classmethod
     def generic(cls, expected: str, produced: str, explanation: str, targets: list[int]) -> "VerbalLoss":
@@ -42,11 +45,16 @@ class VerbalLoss:
                               meta={"details": self.details}))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "targets": self.targets, "kind": self.kind, "details": self.details}
+        d = {"text": self.text, "targets": self.targets, "kind": self.kind, "details": self.details}
+        if self.spans:
+            d["spans"] = {str(k): [list(r) for r in v] for k, v in self.spans.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "VerbalLoss":
-        return cls(d["text"], [int(t) for t in d["targets"]], d.get("kind", "generic"), dict(d.get("details", {})))
+        spans = {int(k): [(int(a), int(b)) for a, b in v] for k, v in (d.get("spans") or {}).items()}
+        return cls(d["text"], [int(t) for t in d["targets"]], d.get("kind", "generic"), dict(d.get("details", {})),
+                   spans)
 
 
 @dataclass

@@ -31,6 +31,15 @@ class RenderedCall:
     source_ranges: dict[int, list[tuple[int, int]]]  # source node -> token ranges of its spans
     source_chars: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # char ranges in text
     method: str = "placeholder"  # how message offsets were found
+    output_char_start: int = 0  # where the output begins in ``text``
+    offsets: list[tuple[int, int]] = field(default_factory=list)  # character range of every token
+
+    def output_tokens_for(self, chars: list[tuple[int, int]]) -> list[int]:
+        """Output token positions overlapping the given character ranges of the output text."""
+        o_s, o_e = self.output_range
+        base = self.output_char_start
+        return [t for t in range(o_s, o_e)
+                if any(self.offsets[t][0] < base + b and self.offsets[t][1] > base + a for a, b in chars if b > a)]
 
     @property
     def variable_start(self) -> int:
@@ -129,4 +138,6 @@ def render_call(tok: Any, node: Node) -> RenderedCall:
         source_ranges=source_ranges,
         source_chars=source_chars,
         method=method,
+        output_char_start=out_start,
+        offsets=offsets,
     )

@@ -167,8 +167,15 @@ class Scorer:
         return next(self.model.parameters()).device
 
     # --- one call -------------------------------------------------------------------------
-    def attribute_node(self, trace: Trace, node: Node) -> NodeAttribution:
-        """Token-level gradients of ``node``'s output with respect to each of its sources."""
+    def attribute_node(self, trace: Trace, node: Node,
+                       target_chars: list[tuple[int, int]] | None = None) -> NodeAttribution:
+        """Token-level gradients of ``node``'s output with respect to each of its sources.
+
+        The objective is ``sum log p(output tokens)`` (the paper's), or with ``target_chars``
+        (character ranges of the output text, e.g. the wrong value a loss names) only the output
+        tokens overlapping them: a loss-targeted objective, so that a long correct answer does not
+        drown the faulty part. Ranges that hit no token fall back to the whole output.
+        """
         t0 = time.time()
         r = render_call(self.tokenizer, node)
         n_tokens = len(r.input_ids)
@@ -185,7 +192,8 @@ class Scorer:
             reason = "empty output" if o_e <= o_s else "no sources"
             sources = [self._source(trace, src, ranges, [], None, None, 0) for src, ranges in r.source_ranges.items()]
             return NodeAttribution(sources=sources, skipped=reason, **base)
-        grads, embeds, start, log_prob, hit = self._gradients(r)
+        targets = r.output_tokens_for(target_chars) if target_chars else None
+        grads, embeds, start, log_prob, hit = self._gradients(r, targets or None)
         # grads, embeds: (T - start, H) for positions start .. T-1. The reductions over the hidden
         # dimension run in float64: g . e sums terms that largely cancel.
         g64 = grads.double()
@@ -211,7 +219,7 @@ class Scorer:
             weights=connection_weights(l1v, gxv), positions=positions, l1=l1v, gxi=gxv,
         )
 
-    def _gradients(self, r: RenderedCall) -> tuple[Any, Any, int, float, bool]:
+    def _gradients(self, r: RenderedCall, targets: list[int] | None = None) -> tuple[Any, Any, int, float, bool]:
         import torch
 
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
@@ -234,8 +242,10 @@ class Scorer:
                 logits_to_keep=n_out + 1,  # positions o_s - 1 .. o_e - 1; the last predicts nothing
             )
             logits = out.logits[0, :-1].float()  # (n_out, V): predictions of tokens o_s .. o_e - 1
-            targets = ids[o_s:o_e]  # (n_out,)
-            log_prob = logits.log_softmax(-1).gather(-1, targets[:, None]).sum()  # ()
+            token_lp = logits.log_softmax(-1).gather(-1, ids[o_s:o_e][:, None])[:, 0]  # (n_out,)
+            if targets is not None:  # loss-targeted: only the output tokens the loss points at
+                token_lp = token_lp[torch.tensor([t - o_s for t in targets], device=token_lp.device)]  # (n_t,)
+            log_prob = token_lp.sum()  # ()
             (grad,) = torch.autograd.grad(log_prob, leaf)  # (1, T - start, H)
         return grad[0], e[0], start, log_prob.item(), hit
 
@@ -260,6 +270,38 @@ class Scorer:
             old, _ = self._cache.popitem(last=False)
             del self._cache_nbytes[old]
         return rewrap_cache(cache), False
+
+    def occlusion(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
+                  filler: str = " ") -> dict[int, float]:
+        """Counterfactual occlusion: per source, log p(output) minus log p(output) with the source's
+        tokens replaced by a neutral filler token (same length). One forward pass per source, no
+        gradients. With ``target_chars``, only those output tokens are scored (as for gradients)."""
+        import torch
+
+        r = render_call(self.tokenizer, node)
+        o_s, o_e = r.output_range
+        if o_e <= o_s or not r.source_ranges or len(r.input_ids) > self.max_context:
+            return {s: 0.0 for s in r.source_ranges}
+        fill = self.tokenizer(filler, add_special_tokens=False)["input_ids"] or [self.tokenizer.eos_token_id]
+        targets = (r.output_tokens_for(target_chars) if target_chars else None) or list(range(o_s, o_e))
+        sel = torch.tensor([t - o_s for t in targets], device=self.device)  # (n_t,)
+
+        def logp(ids: list[int]) -> float:
+            x = torch.tensor(ids, device=self.device)[None]  # (1, T)
+            with torch.no_grad():
+                logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[0, :-1].float()  # (n_out, V)
+            lp = logits.log_softmax(-1).gather(-1, x[0, o_s:o_e][:, None])[:, 0]  # (n_out,)
+            return float(lp[sel].sum())
+
+        base = logp(r.input_ids)
+        out = {}
+        for src, ranges in r.source_ranges.items():
+            ids = list(r.input_ids)
+            for a, b in ranges:
+                for t in range(a, b):
+                    ids[t] = fill[0]
+            out[src] = base - logp(ids)  # how much the output needed this source
+        return out
 
     def clear_cache(self) -> None:
         self._cache.clear()

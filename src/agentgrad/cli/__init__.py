@@ -12,7 +12,9 @@ import sys
 from typing import Optional
 
 import typer
+from rich.markup import escape
 
+from agentgrad.cli import blame as _blame  # noqa: F401  (registers bench blame)
 from agentgrad.cli import core as _core  # noqa: F401  (registers run, attribute, optimize, demo, ...)
 from agentgrad.cli._common import app, bench_app, console, err_console, trace_app
 from agentgrad.cli.multiwoz import data_app, multiwoz_app
@@ -21,6 +23,7 @@ from agentgrad.cli.testing import testing_app
 from agentgrad.errors import AgentgradError
 from agentgrad.redact import redact_text
 
+testing_app.command("blame-model")(_blame.blame_model_command)
 bench_app.add_typer(taubench_app, name="taubench")
 bench_app.add_typer(multiwoz_app, name="multiwoz")
 app.add_typer(data_app, name="data")
@@ -58,9 +61,15 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type,
     return tuple(found["ClickException"]), tuple(found["Exit"]), tuple(found["Abort"])
 
 
+def one_line(msg: str) -> str:
+    """``msg`` on one printable line: secrets removed, newlines and control characters escaped."""
+    msg = redact_text(msg)
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in msg.strip())
+
+
 def _usage_line(e: Exception) -> str:
     """One line for a usage error: the message, and where to look for the usage."""
-    msg = " ".join(e.format_message().split())  # type: ignore[attr-defined]
+    msg = one_line(" ".join(e.format_message().split(" ")))  # type: ignore[attr-defined]
     ctx = getattr(e, "ctx", None)
     path = ctx.command_path if ctx is not None else "agentgrad"
     return f"{msg} (see '{path} --help')"
@@ -78,8 +87,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     except AgentgradError as e:
         if debug:
             raise
-        err_console.print(f"[bold red]error:[/bold red] {redact_text(str(e))}", highlight=False, soft_wrap=True,
-                          markup=True)
+        err_console.print("[bold red]error:[/bold red] " + escape(one_line(str(e))), highlight=False,
+                          soft_wrap=True)
         return e.exit_code
     except click_exit as e:
         return int(e.exit_code or 0)

@@ -1,0 +1,147 @@
+"""The planted-fault blame benchmark: every method on the same episodes, with 95% intervals.
+
+Metrics per method (and per topology, fault kind and length ratio):
+- ``agent_top1``: the top-ranked agent is the one at fault (when several are tied at the top, the
+  credit is 1/ties if the truth is among them: the expected accuracy of picking one);
+- ``node_top1``: the same for the node (the step);
+- ``agent_top3``: the truth among the agents of the top three ranks;
+- cost: seconds, backward (gradient) and forward (occlusion) passes per episode.
+Token-level precision (per objective): at the loss's call, within the source that carried the
+corrupted value to it, whether the highest-scoring token lies inside the corrupted value
+(``hit1``) and the share of the source's gradient mass (L1) on it (``mass``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.blame import episodes as E
+from agentgrad.blame.methods import BlameContext, Blame, get_blame_method
+from agentgrad.errors import ConfigError
+from agentgrad.files import RunFiles
+
+
+def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k/n (k may be fractional: tie credits)."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def top1_credit(ranking: list[Blame], truth: Any, key: Callable[[Blame], Any]) -> float:
+    if not ranking:
+        return 0.0
+    best = max(b.score for b in ranking)
+    top = list(dict.fromkeys(key(b) for b in ranking if b.score == best))
+    return (1.0 / len(top)) if truth in top else 0.0
+
+
+def top3(ranking: list[Blame], truth: str) -> float:
+    agents = list(dict.fromkeys(b.agent for b in sorted(ranking, key=lambda b: -b.score)))
+    return float(truth in agents[:3])
+
+
+def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, float] | None:
+    """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call."""
+    path = truth["path"]
+    if len(path) < 2:
+        return None
+    src, node = path[-2], path[-1]
+    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
+    att = ctx.attribute(node, region)
+    s = next((s for s in att.sources if s.source == src), None)
+    if s is None or not s.l1:
+        return None
+    r = ctx.render(node)
+    a, b = truth["corrupted"][str(src)][0]
+    base = r.source_chars[src][0][0]
+    inside = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
+    top = max(range(len(s.l1)), key=lambda i: s.l1[i])
+    total = sum(s.l1) or 1.0
+    return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(s.l1, inside) if i) / total}
+
+
+def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults: list[str], episodes: int,
+                  out: Path | None = None, seed: int = 0,
+                  on_episode: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """``episodes`` episodes per (topology, fault kind), every method on each; returns metrics."""
+    if episodes < 1:
+        raise ConfigError("--episodes must be at least 1")
+    for t in topologies:
+        if t not in E.TOPOLOGIES:
+            raise ConfigError(f"unknown topology {t!r}; valid: {', '.join(E.TOPOLOGIES)}, all")
+    for f in faults:
+        if f not in E.FAULTS:
+            raise ConfigError(f"unknown fault kind {f!r}; valid: {', '.join(E.FAULTS)}, all")
+    fns = {m: get_blame_method(m) for m in methods}
+    files = RunFiles(out) if out else None
+    records = []
+    for topo in topologies:
+        for fault in faults:
+            for i in range(episodes):
+                ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
+                trace = E.without_truth(ep.trace)
+                ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i)
+                rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
+                                       "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"]},
+                                       "candidates": len(ctx.upstream()), "methods": {}}
+                for m, fn in fns.items():
+                    b0, f0, s0, t0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, time.time()
+                    ranking = fn(ctx)
+                    rec["methods"][m] = {
+                        "agent_top1": top1_credit(ranking, ep.truth["agent"], lambda b: b.agent),
+                        "node_top1": top1_credit(ranking, ep.truth["node"], lambda b: b.node),
+                        "agent_top3": top3(ranking, ep.truth["agent"]),
+                        "ranking": [b.to_dict() for b in ranking[:5]],
+                        "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
+                        "seconds": round(max(ctx.seconds - s0, 0.0) + 0 * (time.time() - t0), 4),
+                    }
+                if scorer is not None:
+                    rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
+                records.append(rec)
+                if files:
+                    files.write_json("episodes", f"{ep.trace.id}.json", data=rec)
+                if on_episode:
+                    on_episode(rec)
+    metrics = summarize(records, methods)
+    if files:
+        files.write_json("metrics.json", data=metrics)
+    return metrics
+
+
+def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
+    n = len(records)
+    out: dict[str, Any] = {"n": n}
+    for k in ("agent_top1", "node_top1", "agent_top3"):
+        s = sum(r["methods"][m][k] for r in records)
+        lo, hi = wilson(s, n)
+        out[k] = {"value": s / n if n else 0.0, "ci95": [lo, hi]}
+    for k in ("seconds", "backward", "forward"):
+        out[k] = sum(r["methods"][m][k] for r in records) / max(n, 1)
+    return out
+
+
+def summarize(records: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """Overall and per-group figures for every method, and the token-level precision."""
+    groups: dict[str, list[dict[str, Any]]] = {"all": records}
+    for r in records:
+        for g in (f"topology={r['topology']}", f"fault={r['fault']}", f"long={r['long']}",
+                  f"topology={r['topology']},fault={r['fault']}"):
+            groups.setdefault(g, []).append(r)
+    token: dict[str, Any] = {}
+    for obj in ("whole", "targeted"):
+        vals = [r["token"][obj] for r in records if r.get("token") and r["token"].get(obj)]
+        if vals:
+            hits = sum(v["hit1"] for v in vals)
+            token[obj] = {"n": len(vals), "hit1": {"value": hits / len(vals), "ci95": list(wilson(hits, len(vals)))},
+                          "mass": sum(v["mass"] for v in vals) / len(vals)}
+    return {"episodes": len(records), "methods": methods,
+            "chance_agent_top1": sum(1 / max(r["candidates"], 1) for r in records) / max(len(records), 1),
+            "groups": {g: {m: _agg(rs, m) for m in methods} for g, rs in groups.items()}, "token": token}

@@ -1,0 +1,256 @@
+"""Blame methods behind one interface: an episode with a loss -> a ranking of (agent, node, score).
+
+A method sees only what a real run has: the trace (without the generator's truth), the verbal loss
+(its text, targets, ``details`` and the ``spans`` of the output it names as wrong) and a scorer.
+
+Rules that turn a backward walk into a blamed node (the walk starts at the loss's target and
+follows, at each call, the incoming edge with the largest weight; ties broken by a seeded RNG):
+
+- ``earliest``: walk to a root; blame the earliest call or tool on the path (the obvious rule,
+  which blames the first agent of every chain whatever happened).
+- ``path``: every call or tool on the path, tied (the paper's update rule).
+- ``maxw``: the node on the path whose edge to its successor has the largest weight.
+- ``stop``: walk back only while the source carries the faulty content: the source's
+  highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
+  span of the target's output). The first node whose chosen source does not carry it is blamed;
+  a tool or input that carries it is blamed itself. Without loss spans it falls back to ``path``.
+
+Objectives: ``whole`` (the gradient of log p of the whole output, the paper's) or ``targeted`` (only
+the output tokens the loss points at; upstream, the region of each source that the gradient
+points at becomes that call's target). Controls: ``random`` (a uniform upstream call or tool),
+``all`` (every upstream call and tool, tied), ``last`` (where the loss is attached).
+``occlusion:RULE``: the same walk with edge weights from counterfactual occlusion (the drop in
+log p of the output when the source's tokens are replaced by a filler; forward passes only), the
+``stop`` rule checking that the chosen source contains the wrong text.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agentgrad.attribution.weights import WEIGHT_NAMES
+from agentgrad.backward import VerbalLoss
+from agentgrad.core.trace import Trace
+from agentgrad.errors import ConfigError, RegistryError
+
+RULES = ("earliest", "path", "maxw", "stop")
+OBJECTIVES = ("whole", "targeted")
+
+
+@dataclass
+class Blame:
+    agent: str
+    node: int
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "node": self.node, "score": self.score}
+
+
+class BlameContext:
+    """One episode as a method sees it, with attribution cached across methods and counted."""
+
+    def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0):
+        self.trace, self.loss, self.scorer, self.seed = trace, loss, scorer, seed
+        self._att: dict[tuple[int, tuple], Any] = {}
+        self._occ: dict[tuple[int, tuple], dict[int, float]] = {}
+        self._render: dict[int, Any] = {}
+        self.backward_passes = 0
+        self.forward_passes = 0
+        self.seconds = 0.0
+
+    @property
+    def target(self) -> int:
+        return self.loss.targets[0]
+
+    def wrong_text(self) -> str | None:
+        spans = self.loss.spans.get(self.target)
+        if not spans:
+            return None
+        a, b = spans[0]
+        return self.trace.nodes[self.target].text[a:b] or None
+
+    def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
+        key = (node, region or ())
+        if key not in self._att:
+            if self.scorer is None:
+                raise ConfigError("gradient blame methods need a scorer")
+            t0 = time.time()
+            self._att[key] = self.scorer.attribute_node(self.trace, self.trace.nodes[node],
+                                                        list(region) if region else None)
+            self.seconds += time.time() - t0
+            self.backward_passes += 1
+        return self._att[key]
+
+    def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
+        key = (node, region or ())
+        if key not in self._occ:
+            t0 = time.time()
+            self._occ[key] = self.scorer.occlusion(self.trace, self.trace.nodes[node], list(region) if region else None)
+            self.seconds += time.time() - t0
+            self.forward_passes += 1 + len(self._occ[key])
+        return self._occ[key]
+
+    def render(self, node: int) -> Any:
+        """The scorer's rendering of a call (token offsets, source character ranges), cached."""
+        from agentgrad.attribution.render import render_call
+
+        if node not in self._render:
+            self._render[node] = render_call(self.scorer.tokenizer, self.trace.nodes[node])
+        return self._render[node]
+
+    def upstream(self) -> list[int]:
+        """Calls and tools upstream of the loss target (itself included)."""
+        seen, stack = set(), [self.target]
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(self.trace.nodes[n].parents)
+        return sorted(n for n in seen if self.trace.nodes[n].kind in ("call", "tool"))
+
+    def blame(self, node: int, score: float) -> Blame:
+        return Blame(self.trace.nodes[node].name, node, score)
+
+
+def _occurs(text: str, needle: str) -> list[tuple[int, int]]:
+    out, at = [], text.find(needle)
+    while at >= 0 and needle:
+        out.append((at, at + len(needle)))
+        at = text.find(needle, at + 1)
+    return out
+
+
+def _region_in_source(ctx: BlameContext, src: Any, node: int) -> tuple[tuple[int, int], ...] | None:
+    """The characters of the source's output that its highest-scoring tokens cover (>= half the max)."""
+    if not src.l1:
+        return None
+    top = max(src.l1)
+    keep = sorted(p for p, v in zip(src.positions, src.l1) if v >= 0.5 * top)
+    r = ctx.render(node)
+    chars = []
+    for (a, b) in r.source_chars.get(src.source, []):
+        for p in keep:
+            ta, tb = r.offsets[p]
+            if ta < b and tb > a:
+                chars.append((max(ta, a) - a, min(tb, b) - a))
+    return tuple(chars) or None
+
+
+def _top_token_in(ctx: BlameContext, src: Any, node: int, wrong: str) -> bool:
+    """Whether the source's highest-scoring token lies inside an occurrence of ``wrong`` in the source's text."""
+    if not src.l1:
+        return False
+    r = ctx.render(node)
+    ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
+    text = ctx.trace.nodes[src.source].text
+    for (a, b) in r.source_chars.get(src.source, []):
+        if ta < b and tb > a:
+            lo, hi = max(ta, a) - a, min(tb, b) - a
+            while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
+                lo += 1
+            return any(oa <= lo and hi <= ob for oa, ob in _occurs(text, wrong))
+    return False
+
+
+def walk(ctx: BlameContext, weight: str, rule: str, objective: str, occlusion: bool = False) -> list[Blame]:
+    """The top-1 backward walk from the loss target, turned into a ranking by ``rule``."""
+    rng = random.Random(ctx.seed)
+    wrong = ctx.wrong_text()
+    if rule == "stop" and wrong is None:
+        rule = "path"
+    node = ctx.target
+    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
+    path, edge_w, stopped = [node], {}, None
+    while ctx.trace.nodes[node].kind == "call":
+        if occlusion:
+            weights = ctx.occlusion(node, region)
+            if not weights:
+                break
+            best = max(weights, key=lambda s: (weights[s], rng.random()))
+            w, src_att, att = weights[best], None, None
+        else:
+            att = ctx.attribute(node, region)
+            if not att.sources or att.skipped:
+                break
+            src_att = max(att.sources, key=lambda s: (s.weights[weight], rng.random()))
+            best, w = src_att.source, src_att.weights[weight]
+        if rule == "stop":
+            carries = (wrong in ctx.trace.nodes[best].text) if occlusion else _top_token_in(ctx, src_att, node, wrong)
+            if not carries:
+                stopped = node
+                break
+        edge_w[best] = w
+        path.insert(0, best)
+        if objective == "targeted" and not occlusion:
+            region = _region_in_source(ctx, src_att, node)
+        node = best
+    blamable = [n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")]
+    if not blamable:
+        return []
+    if rule == "stop":
+        first = stopped if stopped is not None else (path[0] if ctx.trace.nodes[path[0]].kind in ("call", "tool")
+                                                     else blamable[0])
+        rest = [n for n in reversed(blamable) if n != first]
+        return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
+    if rule == "earliest":
+        return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(blamable)]
+    if rule == "path":
+        return [ctx.blame(n, 1.0) for n in blamable]
+    # maxw: the node whose edge to its successor weighs most (the target itself scores lowest)
+    ranked = sorted(blamable, key=lambda n: -edge_w.get(n, float("-inf")))
+    return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(ranked)]
+
+
+MethodFn = Callable[[BlameContext], list[Blame]]
+_METHODS: dict[str, MethodFn] = {}
+
+
+def register(name: str, fn: MethodFn) -> None:
+    _METHODS[name] = fn
+
+
+def _builtins() -> None:
+    if _METHODS:
+        return
+    for w in WEIGHT_NAMES:
+        for obj in OBJECTIVES:
+            for rule in RULES:
+                register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: walk(c, w, r, o))
+    for obj in OBJECTIVES:
+        for rule in ("maxw", "stop"):
+            register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
+    register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
+    register("all", lambda c: [c.blame(n, 1.0) for n in c.upstream()])
+    register("last", lambda c: [c.blame(c.target, 1.0)])
+
+
+def list_blame_methods() -> list[str]:
+    _builtins()
+    return list(_METHODS)
+
+
+def get_blame_method(name: str) -> MethodFn:
+    _builtins()
+    if name not in _METHODS:
+        raise RegistryError(f"unknown blame method {name!r}; valid: {', '.join(_METHODS)} (or all)")
+    return _METHODS[name]
+
+
+def select_methods(spec: str) -> list[str]:
+    """``all``, or a comma list of names and prefixes (``gbc:mean_l1``, ``occlusion``)."""
+    names = list_blame_methods()
+    if spec == "all":
+        return names
+    out: list[str] = []
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        hit = [n for n in names if n == part or n.startswith(part + ":")]
+        if not hit:
+            get_blame_method(part)  # raises with the valid names
+        out.extend(h for h in hit if h not in out)
+    if not out:
+        raise ConfigError("--methods selects no method")
+    return out

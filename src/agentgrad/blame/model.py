@@ -1,0 +1,193 @@
+"""A small Llama-shaped scorer trained offline to reproduce planted-fault episodes' outputs.
+
+This is a **mechanism test**: a model that really reads the sources it copies from, so that its
+gradients can be checked against a known truth. Its accuracy says nothing about real LLMs.
+
+It has its own word-level tokenizer (keys, values, names and template words; every word of the
+generator is one token, held-out values and names included) and a ChatML template, is trained on
+the calls of fault-free ``train`` episodes (teacher forcing, loss on the output tokens only), and
+is evaluated on ``eval`` episodes, whose values and agent names never occur in training. It is
+saved with ``save_pretrained`` and loaded by :class:`~agentgrad.attribution.scorer.Scorer` like any
+model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.blame import episodes as E
+from agentgrad.errors import ConfigError
+
+SPECIALS = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass
+class BlameModelConfig:
+    """Size and training budget of the trained scorer (the defaults reach >= 99% held-out token accuracy)."""
+
+    layers: int = 3
+    hidden: int = 128
+    heads: int = 4
+    steps: int = 1500
+    batch: int = 16
+    lr: float = 3e-3
+    train_calls: int = 6000
+    eval_episodes: int = 40
+    seed: int = 0
+    max_seconds: float = 280.0  # training stops here whatever the step (the issue's budget: 5 minutes)
+
+    def key(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def build_tokenizer() -> Any:
+    """Word-level tokenizer over every word the generator writes; whitespace is not a token."""
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = set(E.KEYS) | set(E.ADJ) | set(E.NOUN) | set(E.NAMES) | set(E.TEMPLATE_WORDS)
+    words |= {"system", "user", "assistant", "lookup", "task", ":", ",", ".", "[", "]", "_"}
+    words |= {str(i) for i in range(10)}
+    vocab = {t: i for i, t in enumerate(SPECIALS + sorted(words))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Split(Regex(r"[A-Za-z]+|[0-9]|[^A-Za-z0-9]"), behavior="isolated"),
+    ])
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
+                                 eos_token="<|im_end|>", bos_token="<|im_start|>")
+    hf.chat_template = CHAT_TEMPLATE
+    return hf
+
+
+def _encode(tok: Any, node: Any) -> tuple[list[int], int]:
+    """(token ids of the rendered call with its output, index of the first output token)."""
+    from agentgrad.models.hf import render_chat
+
+    prompt = render_chat(tok, node.messages, None, add_generation_prompt=True)
+    ids_prompt = tok(prompt, add_special_tokens=False)["input_ids"]
+    ids_out = tok(node.text, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    return ids_prompt + ids_out, len(ids_prompt)
+
+
+def token_accuracy(model: Any, tok: Any, nodes: list[Any]) -> float:
+    """Share of output tokens (end-of-turn included) that greedy prediction gets right under teacher forcing."""
+    import torch
+
+    right = total = 0
+    with torch.no_grad():
+        for node in nodes:
+            ids, start = _encode(tok, node)
+            x = torch.tensor(ids)[None]  # (1, T)
+            pred = model(input_ids=x).logits[0, start - 1 : -1].argmax(-1)  # (n_out,)
+            right += int((pred == x[0, start:]).sum())
+            total += len(ids) - start
+    return right / max(total, 1)
+
+
+def eval_calls(n_episodes: int, seed: int = 0) -> list[Any]:
+    """Calls of fault-free held-out (``eval``) episodes of every topology."""
+    out = []
+    for i in range(n_episodes):
+        out.extend(E.generate(E.TOPOLOGIES[i % len(E.TOPOLOGIES)], None, 10_000 + seed * 7919 + i, "eval").trace.calls())
+    return out
+
+
+def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
+                      on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
+    """Train the scorer into ``out_dir``; returns its report (held-out token accuracy, seconds, steps)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = cfg or BlameModelConfig()
+    t0 = time.time()
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    tok = build_tokenizer()
+    data = [_encode(tok, n) for n in E.training_calls(cfg.train_calls, cfg.seed)]
+    mc = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, intermediate_size=cfg.hidden * 4,
+                     num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
+                     max_position_embeddings=2048, initializer_range=0.02, tie_word_embeddings=True,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    model = LlamaForCausalLM(mc)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.1)
+    model.train()
+    step, loss_v = 0, float("nan")
+    for step in range(1, cfg.steps + 1):
+        batch = rng.sample(data, cfg.batch)
+        width = max(len(ids) for ids, _ in batch)
+        x = torch.full((cfg.batch, width), tok.pad_token_id)  # (B, T)
+        y = torch.full((cfg.batch, width), -100)  # (B, T): loss on output tokens only
+        mask = torch.zeros((cfg.batch, width), dtype=torch.long)  # (B, T)
+        for i, (ids, start) in enumerate(batch):
+            x[i, : len(ids)] = torch.tensor(ids)
+            y[i, start : len(ids)] = torch.tensor(ids[start:])
+            mask[i, : len(ids)] = 1
+        loss = model(input_ids=x, attention_mask=mask, labels=y).loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        loss_v = float(loss.detach())
+        if on_step and step % 50 == 0:
+            on_step(step, loss_v)
+        if time.time() - t0 > cfg.max_seconds:
+            break
+    model.eval()
+    acc = token_accuracy(model, tok, eval_calls(cfg.eval_episodes, cfg.seed))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    report = {"heldout_token_accuracy": acc, "steps": step, "final_loss": loss_v,
+              "seconds": round(time.time() - t0, 1), "config": asdict(cfg),
+              "note": "mechanism test: a model that copies facts from its sources; not evidence about real LLMs"}
+    (out / "blame_model.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def cached_blame_model(cfg: BlameModelConfig | None = None,
+                       on_step: Callable[[int, float], None] | None = None) -> Path:
+    """The trained scorer for ``cfg``, trained once and kept (like the tiny model), renamed into place."""
+    from agentgrad.testing.tiny import cache_dir
+
+    cfg = cfg or BlameModelConfig()
+    final = cache_dir() / "blame" / cfg.key()
+    if (final / "blame_model.json").exists() and (final / "model.safetensors").exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{cfg.key()}-", dir=final.parent))
+    train_blame_model(tmp, cfg, on_step)
+    try:
+        os.rename(tmp, final)
+    except OSError:  # trained meanwhile by another process
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def resolve_scorer(spec: str) -> Path | str:
+    """``trained`` (the cached trained scorer), else a model folder or hub id, checked for form."""
+    if spec == "trained":
+        return cached_blame_model()
+    p = Path(spec).expanduser()
+    if p.exists() and not (p / "config.json").exists():
+        raise ConfigError(f"--scorer {spec} is not a model folder (no config.json); give a Hugging Face model "
+                          f"folder, a hub id, or 'trained'")
+    return spec

@@ -1,0 +1,92 @@
+"""``bench blame`` (the planted-fault blame benchmark) and ``testing blame-model`` (its trained scorer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from agentgrad.cli._common import _progress, bench_app, console
+
+
+@bench_app.command("blame")
+def bench_blame(
+    out: Path = typer.Option(..., "--out", help="Folder for metrics.json and episodes/ (must be new or empty)."),
+    scorer: str = typer.Option("trained", "--scorer", help="trained (built and cached here), or a model folder / "
+                                                          "hub id (e.g. Qwen/Qwen3-0.6B)."),
+    episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per topology and fault kind."),
+    topology: str = typer.Option("all", "--topology", help="chain, fanin, manager, broadcast (comma list) or all."),
+    faults: str = typer.Option("all", "--faults", help="wrong_value, omitted, tool (comma list) or all."),
+    methods: str = typer.Option("all", "--methods", help="all, or names/prefixes: gbc:mean_l1, occlusion, random, "
+                                                        "all, last, ..."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+) -> None:
+    """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.blame import episodes as E
+    from agentgrad.blame.bench import run_benchmark
+    from agentgrad.blame.methods import select_methods
+    from agentgrad.blame.model import resolve_scorer
+    from agentgrad.errors import ConfigError
+    from agentgrad.files import check_new_output
+
+    topologies = list(E.TOPOLOGIES) if topology == "all" else [t.strip() for t in topology.split(",") if t.strip()]
+    kinds = list(E.FAULTS) if faults == "all" else [f.strip() for f in faults.split(",") if f.strip()]
+    bad = [t for t in topologies if t not in E.TOPOLOGIES] or [f for f in kinds if f not in E.FAULTS]
+    if bad or not topologies or not kinds:
+        raise ConfigError(f"unknown topology or fault kind {bad[0] if bad else '(none)'!r}; topologies: "
+                          f"{', '.join(E.TOPOLOGIES)}; faults: {', '.join(E.FAULTS)}")
+    names = select_methods(methods)
+    check_new_output(out, overwrite, "dir")
+    with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
+        sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
+    total = episodes * len(topologies) * len(kinds)
+    with _progress() as progress:
+        bar = progress.add_task("episodes", total=total)
+        metrics = run_benchmark(sc, names, topologies, kinds, episodes, out, seed,
+                                on_episode=lambda r: progress.advance(bar))
+    print_blame_table(metrics)
+    console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
+                  f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
+    console.print(f"written: {out}/metrics.json, {out}/episodes/")
+
+
+def print_blame_table(metrics: dict) -> None:
+    groups = metrics["groups"]
+    table = Table(title=f"blame accuracy, {metrics['episodes']} episodes (95% CI)")
+    table.add_column("method", no_wrap=True)
+    cols = ["all"] + sorted(g for g in groups if g.startswith("topology=") and "," not in g) + \
+        sorted(g for g in groups if g.startswith("fault="))
+    for c in cols:
+        table.add_column(c.split("=")[-1], justify="right")
+    table.add_column("s/ep", justify="right")
+    for m in metrics["methods"]:
+        row = [m]
+        for c in cols:
+            v = groups[c][m]["agent_top1"]
+            row.append(f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]")
+        row.append(f"{groups['all'][m]['seconds']:.3f}")
+        table.add_row(*row)
+    console.print(table)
+
+
+def blame_model_command(
+    out_dir: Path = typer.Argument(..., help="Folder to write the trained scorer to (new or empty)."),
+    steps: int = typer.Option(1500, "--steps", min=1, help="Training steps (stops earlier at --max-seconds)."),
+    max_seconds: float = typer.Option(280.0, "--max-seconds", min=1.0, help="Training time budget."),
+    seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
+) -> None:
+    """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
+    from agentgrad.blame.model import BlameModelConfig, train_blame_model
+    from agentgrad.files import check_new_output
+
+    check_new_output(out_dir, overwrite, "dir")
+    cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds, seed=seed)
+    with console.status("training"):
+        rep = train_blame_model(out_dir, cfg)
+    console.print(f"trained scorer written to {out_dir}: held-out token accuracy {rep['heldout_token_accuracy']:.4f} "
+                  f"after {rep['steps']} steps in {rep['seconds']} s (a mechanism test, not a model of real LLMs)")

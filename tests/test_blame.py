@@ -1,0 +1,181 @@
+"""The planted-fault blame benchmark: generator truth, metrics by hand, walk rules, CLI and the trained scorer."""
+
+import io
+import json
+import math
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from agentgrad.attribution.render import render_call
+from agentgrad.attribution.scorer import SourceAttribution, NodeAttribution
+from agentgrad.attribution.weights import connection_weights
+from agentgrad.blame import episodes as E
+from agentgrad.blame.bench import run_benchmark, summarize, top1_credit, wilson
+from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
+from agentgrad.cli import main
+from agentgrad.errors import ConfigError, RegistryError
+from conftest import assert_spans_exact
+
+
+def cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("topology", E.TOPOLOGIES)
+@pytest.mark.parametrize("fault", E.FAULTS)
+def test_generator_truth_is_consistent(topology, fault):
+    for seed in range(12):
+        ep = E.generate(topology, fault, seed)
+        tr, key, wrong = ep.truth, ep.truth["key"], ep.loss.details["wrong"]
+        assert_spans_exact(ep.trace)
+        ep.trace.validate()
+        path = set(tr["path"])
+        for node in ep.trace.nodes:  # the corrupted value is exactly in the outputs on the corrupted path
+            line = f"{key}: {wrong}"
+            has = line in node.text.split("\n")
+            assert has == (node.id in path), (seed, node.id, tr)
+        for n, spans in tr["corrupted"].items():
+            a, b = spans[0]
+            assert ep.trace.nodes[int(n)].text[a:b] == wrong
+        final = ep.trace.nodes[ep.loss.targets[0]]
+        (a, b), = ep.loss.spans[final.id]
+        assert final.text[a:b] == wrong and tr["path"][-1] == final.id
+        assert tr["kind"] == ("tool" if fault == "tool" else "call")
+        assert "truth" not in E.without_truth(ep.trace).meta and "truth" in ep.trace.meta
+    assert E.generate(topology, fault, 3).trace.to_dict() == E.generate(topology, fault, 3).trace.to_dict()
+
+
+def test_held_out_values_and_names_never_occur_in_training():
+    train_values, train_names = E.pools("train")
+    eval_values, eval_names = E.pools("eval")
+    assert not set(train_values) & set(eval_values) and not set(train_names) & set(eval_names)
+    text = " ".join(n.text + n.messages[0]["content"] for n in E.training_calls(300))
+    assert not any(v in text for v in eval_values)
+    long = E.generate("fanin", "wrong_value", 1, long=True).trace
+    lens = sorted(len(n.text) for n in long.nodes if n.kind == "tool")
+    assert lens[-1] >= 8 * lens[0]  # a distractor about 10x longer than a used source
+
+
+def test_bad_input_is_a_config_error():
+    with pytest.raises(ConfigError, match="unknown topology 'ring'"):
+        E.generate("ring", "wrong_value", 0)
+    with pytest.raises(ConfigError, match="unknown fault kind"):
+        E.generate("chain", "typo", 0)
+    with pytest.raises(ConfigError, match="at least 1"):
+        run_benchmark(None, ["last"], ["chain"], ["tool"], 0)
+    with pytest.raises(RegistryError, match="unknown blame method 'nope'"):
+        select_methods("nope")
+
+
+def test_metrics_by_hand_on_three_episodes():
+    assert top1_credit([Blame("a", 1, 1.0), Blame("b", 2, 1.0)], "a", lambda b: b.agent) == 0.5  # a tie of two
+    assert top1_credit([Blame("a", 1, 0.5), Blame("b", 2, 1.0)], "a", lambda b: b.agent) == 0.0
+    recs = [{"topology": "chain", "fault": "tool", "long": False, "candidates": c,
+             "methods": {"m": {"agent_top1": a, "node_top1": n, "agent_top3": 1.0, "seconds": s, "backward": 2,
+                               "forward": 0}}} for a, n, s, c in [(1.0, 1.0, 0.1, 4), (0.0, 0.0, 0.2, 4), (0.5, 0.0, 0.3, 2)]]
+    m = summarize(recs, ["m"])["groups"]["all"]["m"]
+    assert m["agent_top1"]["value"] == pytest.approx(0.5) and m["node_top1"]["value"] == pytest.approx(1 / 3)
+    assert m["seconds"] == pytest.approx(0.2) and m["backward"] == 2
+    # Wilson interval for 1.5 of 3, by the textbook formula
+    p, n, z = 0.5, 3, 1.96
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    assert m["agent_top1"]["ci95"] == pytest.approx([centre - half, centre + half])
+    assert summarize(recs, ["m"])["chance_agent_top1"] == pytest.approx((0.25 + 0.25 + 0.5) / 3)
+    assert wilson(0, 0) == (0.0, 0.0)
+
+
+class IdealScorer:
+    """Gradients of a model that copies: an output's value tokens point at the source value they copy
+    (a corrupted value points at the source's correct value for its key). Tests the walk rules."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def attribute_node(self, trace, node, target_chars=None):
+        r = render_call(self.tokenizer, node)
+        wanted, at = set(), 0
+        for line in node.text.split("\n"):  # the keys whose value lines the objective covers
+            k = line.split(": ", 1)[0]
+            if not target_chars or any(a < at + len(line) and b > at + len(k) + 2 for a, b in target_chars):
+                wanted.add(k)
+            at += len(line) + 1
+        sources = []
+        for src, chars in r.source_chars.items():
+            text = trace.nodes[src].text
+            hot = []
+            for k in wanted:
+                at = ("\n" + text).find(f"\n{k}: ")
+                if at >= 0:
+                    hot.append((chars[0][0] + at + len(k) + 2, chars[0][0] + at + len(k) + 2 + len(text[at:].split("\n")[0]) - len(k) - 2))
+            positions = sorted({t for a, b in r.source_ranges[src] for t in range(a, b)})
+            l1 = [10.0 if any(r.offsets[p][0] < hb and r.offsets[p][1] > ha for ha, hb in hot) else 0.1 for p in positions]
+            sources.append(SourceAttribution(src, trace.nodes[src].kind, trace.nodes[src].name, r.source_ranges[src],
+                                             connection_weights(l1, l1), positions, l1, l1))
+        return NodeAttribution(node.id, node.name, r.input_ids, r.output_range, sources, "ideal")
+
+
+@pytest.mark.parametrize("topology", ["chain", "manager", "fanin"])
+def test_stop_rule_finds_the_planted_source_where_earliest_does_not(topology, tiny_llama):
+    from transformers import AutoTokenizer
+
+    sc = IdealScorer(AutoTokenizer.from_pretrained(tiny_llama))
+    stop = get_blame_method("gbc:max_l1:targeted:stop")
+    earliest = get_blame_method("gbc:max_l1:targeted:earliest")
+    hits = {"stop": 0, "earliest": 0}
+    n = 8
+    for seed in range(n):
+        ep = E.generate(topology, "wrong_value", seed)
+        ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed)
+        hits["stop"] += stop(ctx)[0].node == ep.truth["node"]
+        hits["earliest"] += earliest(ctx)[0].node == ep.truth["node"]
+    assert hits["stop"] == n  # with gradients that point where the value came from, the rule is exact
+    assert hits["earliest"] < n  # the obvious rule blames the start of the path
+
+
+def test_benchmark_runs_every_method_on_the_tiny_model(tiny_llama, tmp_path):
+    from agentgrad.attribution.scorer import Scorer
+
+    sc = Scorer(str(tiny_llama))
+    methods = select_methods("all")
+    m = run_benchmark(sc, methods, ["chain", "broadcast"], ["omitted"], 1, tmp_path / "B")
+    assert set(m["groups"]["all"]) == set(methods) and m["episodes"] == 2
+    rec = json.loads(next((tmp_path / "B" / "episodes").glob("*.json")).read_text())
+    last = rec["methods"]["last"]["ranking"][0]["node"]
+    assert all(b["node"] <= last for r in rec["methods"].values() for b in r["ranking"])  # all upstream of the loss
+    for name, r in rec["methods"].items():
+        assert 0.0 <= r["agent_top1"] <= 1.0
+    # gradients were really taken (each pass is counted once, by the first method that needed it)
+    assert sum(m["groups"]["all"][k]["backward"] for k in methods if k.startswith("gbc:")) >= 2
+    assert m["groups"]["all"]["occlusion:whole:maxw"]["forward"] >= 1
+
+
+def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
+    rc, out, err = cli("bench", "blame", "--out", tmp_path / "B", "--scorer", tiny_llama, "--episodes", "1",
+                       "--topology", "fanin", "--faults", "tool", "--methods", "last,random,gbc:mean_l1:whole")
+    assert rc == 0, err
+    metrics = json.loads((tmp_path / "B" / "metrics.json").read_text())
+    assert metrics["episodes"] == 1 and "last" in out
+    for args, msg in [(["--topology", "ring"], "unknown topology"), (["--scorer", str(tmp_path)], "not a model folder"),
+                      (["--methods", "bogus"], "unknown blame method"), (["--episodes", "0"], "--episodes")]:
+        rc, _, err = cli("bench", "blame", "--out", tmp_path / "C", *args)
+        assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_trained_scorer_trains_saves_and_scores(tmp_path):
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.blame.model import BlameModelConfig, train_blame_model
+
+    rep = train_blame_model(tmp_path / "M", BlameModelConfig(layers=1, hidden=32, steps=20, batch=4, train_calls=200,
+                                                             eval_episodes=2, max_seconds=60))
+    assert 0.0 <= rep["heldout_token_accuracy"] <= 1.0 and rep["steps"] == 20
+    sc = Scorer(str(tmp_path / "M"))
+    ep = E.generate("chain", "wrong_value", 0)
+    res = sc.attribute_node(ep.trace, ep.trace.nodes[ep.loss.targets[0]], ep.loss.spans[ep.loss.targets[0]])
+    assert res.sources and all(s.l1 and len(s.l1) == len(s.positions) for s in res.sources)
+    whole = sc.attribute_node(ep.trace, ep.trace.nodes[ep.loss.targets[0]])
+    assert whole.log_prob < res.log_prob  # fewer tokens scored: the targeted objective
