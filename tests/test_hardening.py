@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentgrad import ConfigError, RunError, TraceError, Trace
+from agentgrad import RunError
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
 from agentgrad.files import NameRegistry, RunFiles, check_new_output, safe_name

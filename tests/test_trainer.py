@@ -8,7 +8,7 @@ import time
 import pytest
 import yaml
 
-from agentgrad import ConfigError, RunError
+from agentgrad import ConfigError
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
 

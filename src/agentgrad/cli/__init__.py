@@ -69,7 +69,7 @@ def one_line(msg: str) -> str:
 
 def _usage_line(e: Exception) -> str:
     """One line for a usage error: the message, and where to look for the usage."""
-    msg = one_line(" ".join(e.format_message().split(" ")))  # type: ignore[attr-defined]
+    msg = one_line(e.format_message())  # type: ignore[attr-defined]
     ctx = getattr(e, "ctx", None)
     path = ctx.command_path if ctx is not None else "agentgrad"
     return f"{msg} (see '{path} --help')"

@@ -81,18 +81,12 @@ class RunDir:
     def events_path(self) -> Path:
         return self.path / "events.jsonl"
 
-    def trace_path(self, index: int) -> Path:
-        return self.path / "traces" / f"{index:05d}.json"
-
     def sample_path(self, folder: str, sample_id: Any, suffix: str = ".json") -> Path:
         """``folder/<safe name of sample_id><suffix>`` inside the run; see :func:`agentgrad.files.safe_name`.
 
         Two different samples that would share a file are refused (:class:`NameRegistry`).
         """
         return self.files.path(folder, self.names.claim(sample_id) + suffix)
-
-    def write_json(self, rel: str, data: Any) -> Path:
-        return self.files.write_json(*Path(rel).parts, data=data)
 
     def write_config(self, config: dict[str, Any]) -> None:
         self.files.write_text("config.yaml", text=yaml.safe_dump(redacted(config), sort_keys=False))
@@ -127,7 +121,3 @@ class RunDir:
         elif old.get("digest") != digest:
             raise ConfigError(f"{self.path} was started with other {what}; resume it with the same ones, "
                            f"or choose another --out")
-
-    def done_inputs(self) -> set[int]:
-        """Indices of inputs whose episode finished and whose trace is on disk."""
-        return {e["index"] for e in self.events() if e.get("event") == "input_done" and self.trace_path(e["index"]).exists()}

@@ -119,11 +119,12 @@ def evaluate(setup: WozSetup, run_dir: RunDir, on_dialogue: Callable[[dict[str, 
 
     def run(d: Dialogue) -> DialogueOutcome:
         ep = setup.system.run({"dialogue": d}, id=d.id)
-        ep.trace.save(run_dir.path / "traces" / f"{d.id}.json")  # the trace first, then the record
+        ep.trace.save(run_dir.sample_path("traces", d.id))  # the trace first, then the record
         return ep.output
 
     def record(d: Dialogue, outcome: DialogueOutcome) -> None:
-        rec = run_dir.log("dialogue", trace=f"traces/{d.id}.json", **score_dialogue(setup, outcome))
+        rec = run_dir.log("dialogue", trace=run_dir.sample_path("traces", d.id).relative_to(run_dir.path).as_posix(),
+                          **score_dialogue(setup, outcome))
         if on_dialogue:
             on_dialogue(rec)
 

@@ -113,7 +113,7 @@ def evaluate(setup: TauSetup, run_dir: RunDir, on_episode: Callable[[dict[str, A
         sid = f"{task.split}-{task.index}-t{trial}"
         ep = setup.system.run({"task": task, "trial": trial}, id=sid)
         ep.trace.meta["reward"] = ep.output.reward.to_dict()
-        ep.trace.save(run_dir.path / "traces" / f"{sid}.json")  # the trace first, then the record
+        ep.trace.save(run_dir.sample_path("traces", sid))  # the trace first, then the record
         return ep.output
 
     def record(job: tuple[int, RetailTask], outcome: RetailOutcome) -> None:
