@@ -329,3 +329,106 @@ def test_cli_optimize_on_tiny_model(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["eval"]["dialogues"] == 1 and (out / "eval" / "predictions.json").exists()
     assert main(["bench", "multiwoz", "optimize", "--system", "gold", "--out", str(tmp_path / "g")]) == 2
+
+
+# --- fidelity with the standard evaluator ----------------------------------------------------------
+def test_standard_fuzzy_rule_matches_fuzzywuzzy_hand_values():
+    from agentgrad.benchmarks.multiwoz.standard import partial_ratio
+
+    # values computed with fuzzywuzzy 0.18 + python-Levenshtein, as the standard evaluator installs them
+    for a, b, want in [("curry garden", "yu garden", 89), ("great saint mary's church", "little saint mary's church", 84),
+                       ("cineworld", "cineworld cinema", 100), ("pizza hut cherry hinton", "pizza hut", 100),
+                       ("the gandhi", "gandhi", 100), ("cambridge", "cambrdge", 88), ("norwich", "norwhich", 86),
+                       ("italian", "indian", 50), ("", "x", 0), ("same", "same", 100)]:
+        assert partial_ratio(a, b) == want == partial_ratio(b, a), (a, b)
+
+
+def test_evaluator_and_tools_match_venues_as_they_should(db):
+    yu = [r["id"] for r in raw_db("restaurant") if r["name"] == "yu garden"]
+    curry = [r["id"] for r in raw_db("restaurant") if r["name"] == "curry garden"]
+    assert db.ids("restaurant", {"name": "yu garden"}) == yu and db.ids("restaurant", {"name": "curry garden"}) == curry
+    great = [r["id"] for r in raw_db("attraction") if r["name"] == "great saint mary's church"]
+    assert db.ids("attraction", {"name": "great saint mary's church"}) == great
+    # tools: equal after normalisation, never a near name
+    assert [r["name"] for r in db.query("restaurant", {"name": "The Yu Garden"})] == ["yu garden"]
+    assert db.query("restaurant", {"name": "yu gardens"}) == [] and db.find_name("restaurant", "curry gardn") is None
+    assert db.find_name("attraction", "Great Saint Mary's Church")["name"] == "great saint mary's church"
+    assert db.find_name("restaurant", "nando's")["name"] == "nandos"  # an alias, not a fuzzy match
+
+
+def test_the_misspelt_attraction_type_can_match_a_goal(db):
+    raw = [r for r in raw_db("attraction") if r["type"] == "mutliple sports"]
+    assert raw, "the data's misspelling is what this test is about"
+    assert not any(r["type"] == "mutliple sports" for r in db.records["attraction"])
+    want = sorted(r["id"] for r in raw)
+    assert sorted(db.ids("attraction", {"type": "multiple sports"})) == want  # the goal's spelling
+    assert sorted(db.ids("attraction", {"type": "mutliple sports"})) == want  # the data's, mapped as the standard does
+    assert sorted(r["id"] for r in db.query("attraction", {"type": "multiple sports"})) == want  # the tools
+
+
+def test_standard_value_normalisation():
+    from agentgrad.benchmarks.multiwoz.standard import standard_minutes, standard_value
+
+    assert standard_value("name", "Trinity Street College") == "trinity college"
+    assert standard_value("name", "Restaurant 2 2") == "restaurant two two"
+    assert standard_value("name", "holiday inn exlpress, cambridge") == "express by holiday inn cambridge"
+    assert standard_value("food", "Bristish") == "british" and standard_value("parking", "free") == "yes"
+    assert standard_value("type", "night club") == "nightclub"
+    for raw, want in [("5:30 pm", "17:30"), ("after 9:15", "09:15"), ("by 1045", "10:45"), ("9am", "09:00"),
+                      ("afternoon", "13:00"), ("", "00:00"), ("8:45.", "08:45"), ("7 pm", "19:00")]:
+        assert standard_value("leaveat", raw) == want, raw
+    assert standard_minutes("09:15") == 555 and standard_minutes("soon") == 0  # unreadable: midnight, as the standard
+
+
+def _standard_shape(preds):
+    """Our predictions.json turned into the standard evaluator's input shape."""
+    out = {}
+    for did, turns in preds.items():
+        rows = []
+        for t in turns:
+            nested = {}
+            for k, v in t["state"].items():
+                d, s = k.split("-", 1)
+                nested.setdefault(d, {})[{"arriveby": "arriveBy", "leaveat": "leaveAt"}.get(s, s)] = v
+            rows.append({"response": t["response"], "state": nested})
+        out[did.upper() + ".json"] = rows
+    return out
+
+
+def test_score_reads_both_shapes_and_reports_bad_input(tmp_path, capsys):
+    run = tmp_path / "gold"
+    assert main(["bench", "multiwoz", "evaluate", "--system", "gold", "--out", str(run), "--n", "20"]) == 0
+    evaluated = json.loads((run / "metrics.json").read_text())
+    preds = json.loads((run / "predictions.json").read_text())
+    assert main(["bench", "multiwoz", "score", str(run / "predictions.json"), "--out", str(tmp_path / "s1")]) == 0
+    ours = json.loads((tmp_path / "s1" / "metrics.json").read_text())
+    keys = ("inform", "success", "jga", "slot_f1", "dialogues")
+    assert {k: ours[k] for k in keys} == {k: evaluated[k] for k in keys}
+    std = tmp_path / "standard.json"
+    std.write_text(json.dumps(_standard_shape(preds)))
+    assert main(["bench", "multiwoz", "score", str(std), "--out", str(tmp_path / "s2")]) == 0
+    theirs = json.loads((tmp_path / "s2" / "metrics.json").read_text())
+    assert {k: theirs[k] for k in keys} == {k: evaluated[k] for k in keys}
+    per = json.loads((tmp_path / "s2" / "dialogues.json").read_text())
+    assert len(per) == 20 and set(next(iter(per.values()))) == {"inform", "success", "match", "provided"}
+    # no states: Inform and Success read the gold ones, no state figures
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({d: [{"response": t["response"]} for t in ts] for d, ts in preds.items()}))
+    assert main(["bench", "multiwoz", "score", str(bare), "--out", str(tmp_path / "s3")]) == 0
+    m3 = json.loads((tmp_path / "s3" / "metrics.json").read_text())
+    assert m3["inform"] == evaluated["inform"] and m3["jga"] is None and m3["states"].startswith("gold")
+    capsys.readouterr()
+    first = next(iter(preds))
+    cases = [("{not json", "is not JSON"), (json.dumps({"nope123": [{"response": "x"}]}), "not in the test"),
+             (json.dumps({first: preds[first][:-1]}), "turns; the data has"),
+             (json.dumps({first: [{"response": "x", "state": {}}] + [{"response": "y"}] * (len(preds[first]) - 1)}),
+              "some turns have a 'state'"),
+             (json.dumps({first: [{"reply": "x"}]}), "string 'response'"), (json.dumps([1]), "must map dialogue ids")]
+    for i, (text, msg) in enumerate(cases):
+        bad = tmp_path / f"bad{i}.json"
+        bad.write_text(text)
+        assert main(["bench", "multiwoz", "score", str(bad)]) == 2, text
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and msg in err[0], (text, err)
+    assert main(["bench", "multiwoz", "score", str(tmp_path / "missing.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err

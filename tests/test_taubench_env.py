@@ -32,7 +32,11 @@ def gift_card(db, user_id):
 
 def test_tasks_load(database):
     assert [len(load_tasks(s)) for s in ("train", "dev", "test")] == [500, 20, 115]
-    assert len(T.SPECS) == 16 and all(T.schema(n)["function"]["parameters"]["type"] == "object" for n in T.SPECS)
+    assert len(T.FUNCTIONS) == 16 and sorted(database.tool_names) == sorted(T.FUNCTIONS)
+    assert all(s["function"]["parameters"]["type"] == "object" for s in database.schemas)
+    assert T.calculate({}, "  2 + 3 * 4 ") == "14.0"  # spaces around, as tau-bench's eval accepts
+    assert T.calculate({}, "2\t+ 1") == "Error: invalid characters in expression"  # a tab, as there
+    assert T.calculate({}, "2 + x") == "Error: invalid characters in expression"
 
 
 def test_fresh_copies_are_never_shared(database):
@@ -133,3 +137,16 @@ def test_replay_gold_dev_and_dump(tmp_path, database):
     dumped = json.loads((tmp_path / "dev-0.json").read_text())
     assert set(dumped) == {"users", "orders", "products"}
     assert main(["bench", "taubench", "replay-gold", "--split", "dev"]) == 0
+
+
+def test_tool_schemas_file_errors(tmp_path):
+    from agentgrad.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot read .*tools.json"):
+        T.load_schemas(tmp_path)
+    (tmp_path / "tools.json").write_text(json.dumps([{"type": "function", "function": {"name": "calculate"}}]))
+    with pytest.raises(ConfigError, match="differently from the retail tools"):
+        T.load_schemas(tmp_path)
+    (tmp_path / "tools.json").write_text("[1]")
+    with pytest.raises(ConfigError, match="function.name"):
+        T.load_schemas(tmp_path)

@@ -13,7 +13,7 @@ from agentgrad.benchmarks.taubench.env import RetailDatabase, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.run import summarize
 from agentgrad.benchmarks.taubench.system import MultiAgentRetail, build_system, load_retail_config, read_policy
-from agentgrad.benchmarks.taubench.user import STOP, ScriptedUser, UserSimulator
+from agentgrad.benchmarks.taubench.user import STOP, ScriptedUser, UserSimulator, load_user_rules
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
 from agentgrad.models.fake import FakeModel
@@ -62,10 +62,10 @@ def scripted_team(exchange=EXCHANGE, route_exchange=True, reply="Done."):
     return FakeModel(responder=respond, name="team")
 
 
-def multi(database, team, lines, max_turns=30):
+def multi(database, team, lines, max_steps=30):
     cfg = load_retail_config("multi", None, read_policy())
     return build_system("multi", cfg, {"default": team, "user": team}, lambda seed: ScriptedUser(lines), database,
-                        max_turns)
+                        max_steps)
 
 
 LINES = ["Hi, I'm Yusuf Rossi, zip code 19122.", "Please exchange the keyboard and thermostat of #W2378156. Yes."]
@@ -90,9 +90,9 @@ def test_multi_agent_episode_with_scripted_user_earns_the_reward(database):
     assert find_tool.text == "yusuf_rossi_9620"
     assert find_tool.id in exchange_call.parents and tr.calls("manager")[1].id in exchange_call.parents
     assert tr.calls("manager")[0].meta["routes"] == ["user_resolution"]
-    # workers hold only their own tools
-    assert [t["function"]["name"] for t in exchange_call.tools] == ["return_delivered_order_items",
-                                                                    "exchange_delivered_order_items"]
+    # workers hold only their own tools, in tau-bench's order
+    assert [t["function"]["name"] for t in exchange_call.tools] == ["exchange_delivered_order_items",
+                                                                    "return_delivered_order_items"]
     # the database of the run is private: a fresh one is unchanged
     assert database.fresh()["orders"]["#W2378156"]["status"] == "delivered"
 
@@ -178,18 +178,71 @@ def test_transfer_ends_the_episode(database):
     assert ep.output.ended_by == "transfer" and ep.output.turns == 1 and ep.output.replies == []
 
 
-def test_turn_limit_and_user_simulator(database):
-    user_model = FakeModel(["Hello, I need help.", "Still here.", STOP])
-    user = UserSimulator(user_model)
+def test_user_simulator_follows_tau_bench(database):
+    rules = load_user_rules()
+    spec = json.loads((Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "taubench_retail" /
+                       "user_simulator.json").read_text())
+    user_model = FakeModel(["Hello, I need help.", "Thanks, that is all. ###STOP### Bye", "unused"])
+    user = UserSimulator(user_model, rules)
+    assert user.settings.temperature is None and user.settings.max_new_tokens is None  # tau-bench's defaults
     assert user.reset("You are Ann.") == "Hello, I need help."
     sysmsg = user_model.requests[0][0]["content"]
-    assert "You are Ann." in sysmsg and STOP in sysmsg
-    assert user_model.requests[0][1] == {"role": "user", "content": "Hi! How can I help you today?"}
-    assert user.reply("How can I help?") == "Still here."
+    # tau-bench's template with the instruction shown as it shows it
+    assert sysmsg == spec["system_prompt_template"].replace("{instruction_display}", "\n\nInstruction: You are Ann.\n")
+    assert sysmsg.startswith("You are a user interacting with an agent.\n\nInstruction: You are Ann.\n\nRules:")
+    assert rules.system_prompt(None) == spec["system_prompt_template"].replace("{instruction_display}", "")
+    assert user_model.requests[0][1] == {"role": "user", "content": spec["first_agent_message"]}
+    said = user.reply("How can I help?")
     assert [m["role"] for m in user_model.requests[1]] == ["system", "user", "assistant", "user"]
-    ep = multi(database, scripted_team(route_exchange=False), LINES * 3, max_turns=3).run(
-        {"task": load_tasks("test")[0]}, id="x")
-    assert ep.output.ended_by == "turn_limit" and ep.output.turns == 3
+    assert user.is_stop(said) and not user.is_stop("STOP") and rules.stop_token == STOP  # anywhere in the message
+
+
+def test_step_limit_ends_the_episode_with_reward_zero(database):
+    # turn 1: a tool call and a reply (2 steps); each later turn: a reply (1 step)
+    task = load_tasks("test")[0]
+    ep = multi(database, scripted_team(route_exchange=False), LINES * 3, max_steps=3).run({"task": task}, id="x")
+    out = ep.output
+    assert out.ended_by == "step_limit" and out.turns == 2 and len(out.replies) == 2
+    assert out.reward.failed == "step_limit" and out.reward.reward == 0.0 and out.reward.outputs == 0.0
+    assert ep.trace.meta["steps"] == 3
+    # with steps enough, the same conversation ends with the customer
+    ep = multi(database, scripted_team(route_exchange=False), LINES * 3, max_steps=30).run({"task": task}, id="y")
+    assert ep.output.ended_by == "user_stop" and ep.output.reward.failed is None
+
+
+def test_an_episode_that_fails_scores_zero(database):
+    from agentgrad.errors import ContextLengthError
+
+    # a task whose gold actions change nothing and that needs no output: doing nothing would score 1
+    idle = next(t for t in load_tasks("test") if not t.outputs and all(
+        a.name in ("find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details", "get_order_details",
+                   "get_product_details", "list_all_product_types", "calculate", "think") for a in t.actions))
+
+    def overflow(messages, tools):
+        raise ContextLengthError("prompt of 40000 tokens does not fit the context (32768 tokens)")
+
+    ep = multi(database, FakeModel(responder=overflow), LINES).run({"task": idle}, id="e")
+    assert ep.output.ended_by == "error" and "does not fit" in ep.output.error
+    assert ep.output.reward.to_dict()["reward"] == 0.0 and ep.output.reward.outputs == 0.0
+    assert ep.output.reward.failed == "error"
+    ok = multi(database, scripted_team(route_exchange=False), []).run({"task": idle}, id="f")  # user stops at once
+    assert ok.output.reward.reward == 1.0  # the same task, ended: scored as tau-bench scores it
+
+
+def test_agents_see_tau_bench_tool_schemas_in_its_order(database):
+    tools_json = json.loads((Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "taubench_retail" /
+                             "tools.json").read_text())
+    cfg = load_retail_config("single", None, read_policy())
+    single = build_system("single", cfg, {"default": FakeModel(), "user": FakeModel()},
+                          lambda seed: ScriptedUser([]), database)
+    agent = single.agents_["agent"]
+    assert [t.schema() for t in agent.tools] == tools_json
+    assert cfg.agents["agent"].prompt.strip() == read_policy()  # tau-bench's agent: the policy alone
+    m = multi(database, FakeModel(), [])
+    worker = m.agents_["post_delivery"]
+    assert [t.schema()["function"] for t in worker.tools] == [
+        s["function"] for s in tools_json if s["function"]["name"] in ("exchange_delivered_order_items",
+                                                                     "return_delivered_order_items")]
 
 
 def test_routes_parsing():
@@ -224,7 +277,7 @@ def _episodes(run):
 
 def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
     run = tmp_path / "run"
-    args = ["bench", "taubench", "evaluate", "--out", str(run), "--tasks", "0-1", "--max-turns", "1",
+    args = ["bench", "taubench", "evaluate", "--out", str(run), "--tasks", "0-1", "--max-steps", "1",
             "--model", "tiny", "--user-model", "tiny"]
     assert main(args + ["--trials", "1"]) == 0
     assert len(_episodes(run)) == 2
@@ -247,7 +300,7 @@ def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
 def test_cli_optimize_on_tiny_models(tmp_path):
     out = tmp_path / "opt"
     code = main(["bench", "taubench", "optimize", "--out", str(out), "--samples", "2", "--tasks", "0",
-                 "--max-turns", "1", "--model", "tiny", "--user-model", "tiny"])
+                 "--max-steps", "1", "--model", "tiny", "--user-model", "tiny"])
     assert code == 0
     events = [json.loads(l) for l in (out / "train" / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events if e["event"] in ("sample", "step")] == ["sample", "step", "sample", "step"]
@@ -266,12 +319,45 @@ def test_episode_against_openai_compatible_server(tmp_path, tiny_llama):
     with OpenAICompatServer(HFModel(path=str(tiny_llama), max_context=32768)) as srv:
         value = f"openai:tiny@{srv.base_url}"
         code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "3-4",
-                     "--max-turns", "1", "--system", "single", "--model", value, "--user-model", value,
+                     "--max-steps", "1", "--system", "single", "--model", value, "--user-model", value,
                      "--concurrency", "2"])
         answered = srv.stats["answered"]
+        bodies = list(srv.bodies)
     assert code == 0 and answered >= 4
     eps = sorted(_episodes(tmp_path / "run"), key=lambda e: e["index"])
     assert [e["index"] for e in eps] == [3, 4] and all(e["turns"] == 1 and e["error"] is None for e in eps)
+    user = [b for b in bodies if b["messages"][0]["content"].startswith("You are a user interacting")]
+    agent = [b for b in bodies if b not in user]
+    assert user and all("temperature" not in b and "max_tokens" not in b for b in user)  # unset, as in tau-bench
+    tools_json = json.loads((Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "taubench_retail" /
+                             "tools.json").read_text())
+    assert agent and all(b["tools"] == tools_json and b["temperature"] == 0.0 for b in agent)
+    assert agent[0]["messages"][0]["content"] == read_policy()
+
+
+def test_user_temperature_is_passed_and_recorded(tmp_path):
+    with OpenAICompatServer(FakeModel(["###STOP###"], cycle=True)) as srv:
+        value = f"openai:fake@{srv.base_url}"
+        code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "0",
+                     "--system", "single", "--model", value, "--user-model", value, "--user-temperature", "0.7"])
+        bodies = list(srv.bodies)
+    assert code == 0 and len(bodies) == 1 and bodies[0]["temperature"] == 0.7
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["user_temperature"] == 0.7 and metrics["max_steps"] == 30
+
+
+def test_a_run_where_every_conversation_fails_exits_non_zero(tmp_path, capsys):
+    prompts = tmp_path / "single.yaml"
+    packaged = Path(__file__).parents[1] / "src" / "agentgrad" / "benchmarks" / "taubench" / "prompts" / "single.yaml"
+    prompts.write_text(packaged.read_text().replace("default: {backend: tiny, max_context: 32768}",
+                                                    "default: {backend: tiny, max_context: 256}"))
+    code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "0-1", "--system",
+                 "single", "--prompts", str(prompts), "--model", "tiny", "--user-model", "tiny"])
+    out, err = capsys.readouterr()
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["ended_by"] == {"error": 2} and metrics["output_reward"] == 0.0 and metrics["reward"] == 0.0
+    mine = [line for line in err.strip().splitlines() if "Loading weights" not in line]  # transformers' own bars
+    assert code == 1 and len(mine) == 1 and "every one of the 2 conversations failed" in mine[0]
 
 
 def test_run_jobs_records_finished_jobs_and_stops_on_error():
@@ -290,3 +376,17 @@ def test_run_jobs_records_finished_jobs_and_stops_on_error():
     with pytest.raises(ValueError, match="bad job"):
         run_jobs(list(range(50)), boom, 2, lambda j, r: seen.append(j))
     assert len(seen) < 49  # the jobs not yet started were cancelled
+
+
+def test_single_agent_runs_only_the_first_tool_call_of_a_reply(database):
+    cfg = load_retail_config("single", None, read_policy())
+    two = {"tool_calls": [{"name": "find_user_id_by_name_zip", "arguments": FIND},
+                          {"name": "get_user_details", "arguments": {"user_id": "yusuf_rossi_9620"}}]}
+    agent_model = FakeModel([two, "Found you."])
+    single = build_system("single", cfg, {"default": agent_model, "user": FakeModel()},
+                          lambda seed: ScriptedUser(["Hi, Yusuf Rossi, 19122."]), database)
+    ep = single.run({"task": load_tasks("test")[0]}, id="one")
+    assert [a["name"] for a in ep.output.actions] == ["find_user_id_by_name_zip"]  # as tau-bench: the first only
+    first = ep.trace.calls("agent")[0]
+    assert len(first.tool_calls) == 1 and first.meta["dropped_tool_calls"][0]["name"] == "get_user_details"
+    assert ep.trace.meta["steps"] == 2 and ep.output.ended_by == "user_stop"

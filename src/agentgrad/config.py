@@ -36,6 +36,7 @@ class AgentSpec(BaseModel):
     template: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
     max_tool_rounds: int = Field(8, ge=0)
+    parallel_tool_calls: bool = True  # False: only the first tool call of a reply is run (tau-bench's agent)
 
 
 class SystemConfig(BaseModel):

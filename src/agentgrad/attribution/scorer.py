@@ -287,11 +287,7 @@ class Scorer:
         sel = torch.tensor([t - o_s for t in targets], device=self.device)  # (n_t,)
 
         def logp(ids: list[int]) -> float:
-            x = torch.tensor(ids, device=self.device)[None]  # (1, T)
-            with torch.no_grad():
-                logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[0, :-1].float()  # (n_out, V)
-            lp = logits.log_softmax(-1).gather(-1, x[0, o_s:o_e][:, None])[:, 0]  # (n_out,)
-            return float(lp[sel].sum())
+            return float(self._output_logprobs(ids, o_s, o_e)[sel].sum())
 
         base = logp(r.input_ids)
         out = {}
@@ -302,6 +298,24 @@ class Scorer:
                     ids[t] = fill[0]
             out[src] = base - logp(ids)  # how much the output needed this source
         return out
+
+    def _output_logprobs(self, ids: list[int], o_s: int, o_e: int) -> Any:
+        """log p of tokens ``o_s .. o_e - 1`` of ``ids``, each given the tokens before it (no gradients)."""
+        import torch
+
+        x = torch.tensor(ids, device=self.device)[None]  # (1, T)
+        with torch.no_grad():
+            logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[0, :-1].float()  # (n_out, V)
+        return logits.log_softmax(-1).gather(-1, x[0, o_s:o_e][:, None])[:, 0]  # (n_out,)
+
+    def output_logprobs(self, node: Node) -> tuple[RenderedCall, list[float]] | None:
+        """The scorer's rendering of a call and the log p of each of its output tokens (one forward
+        pass); None when the output is empty or the call exceeds the context."""
+        r = render_call(self.tokenizer, node)
+        o_s, o_e = r.output_range
+        if o_e <= o_s or len(r.input_ids) > self.max_context:
+            return None
+        return r, [float(v) for v in self._output_logprobs(r.input_ids, o_s, o_e)]
 
     def clear_cache(self) -> None:
         self._cache.clear()

@@ -47,7 +47,7 @@ def build_agents(cfg: SystemConfig, models: dict[str, LanguageModel],
                               f"(defined: {', '.join(models) or 'none'})")
         settings = GenerationSettings.model_validate(cfg.settings.model_dump() | spec.settings)
         agents[name] = Agent(name, Prompt(spec.prompt, tuple(spec.protected)), models[spec.model], tools_for(name),
-                             settings, spec.template, spec.max_tool_rounds, spec.model)
+                             settings, spec.template, spec.max_tool_rounds, spec.model, spec.parallel_tool_calls)
     return agents
 
 

@@ -5,7 +5,8 @@ Metrics per method (and per topology, fault kind and length ratio):
   credit is 1/ties if the truth is among them: the expected accuracy of picking one);
 - ``node_top1``: the same for the node (the step);
 - ``agent_top3``: the truth among the agents of the top three ranks;
-- cost: seconds, backward (gradient) and forward (occlusion) passes per episode.
+- cost per episode: seconds, backward (gradient) and forward (occlusion, temporal) passes and judge
+  requests, as the method would cost alone (passes shared with other methods are counted for each).
 Token-level precision (per objective): at the loss's call, within the source that carried the
 corrupted value to it, whether the highest-scoring token lies inside the corrupted value
 (``hit1``) and the share of the source's gradient mass (L1) on it (``mass``).
@@ -14,6 +15,7 @@ corrupted value to it, whether the highest-scoring token lies inside the corrupt
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -69,8 +71,15 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
 
 def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults: list[str], episodes: int,
                   out: Path | None = None, seed: int = 0,
-                  on_episode: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """``episodes`` episodes per (topology, fault kind), every method on each; returns metrics."""
+                  on_episode: Callable[[dict[str, Any]], None] | None = None, judge: Any = None,
+                  resume: bool = False, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``episodes`` episodes per (topology, fault kind), every method on each; returns metrics.
+
+    With ``out``, every episode's record is written as it finishes (``episodes/ID.json``) and
+    ``bench.json`` holds the setup (``setup``: what produced the figures, e.g. the scorer, plus
+    the seed); ``resume`` reads back the records of a stopped run with the same setup that cover
+    the requested methods, instead of running them again.
+    """
     if episodes < 1:
         raise ConfigError("--episodes must be at least 1")
     for t in topologies:
@@ -81,18 +90,29 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
             raise ConfigError(f"unknown fault kind {f!r}; valid: {', '.join(E.FAULTS)}, all")
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
+    setup = {**(setup or {}), "seed": seed}
+    if files:
+        _check_setup(Path(out), setup, resume)
+        files.write_json("bench.json", data=setup)
     records = []
     for topo in topologies:
         for fault in faults:
             for i in range(episodes):
                 ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
+                done = _read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
+                if done is not None:
+                    records.append(done)
+                    if on_episode:
+                        on_episode(done)
+                    continue
                 trace = E.without_truth(ep.trace)
-                ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i)
+                ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge)
                 rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
                                        "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"]},
                                        "candidates": len(ctx.upstream()), "methods": {}}
                 for m, fn in fns.items():
-                    b0, f0, s0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds
+                    b0, f0, s0, j0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests
+                    t0 = time.time()
                     ranking = fn(ctx)
                     rec["methods"][m] = {
                         "agent_top1": top1_credit(ranking, ep.truth["agent"], lambda b: b.agent),
@@ -100,7 +120,9 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                         "agent_top3": top3(ranking, ep.truth["agent"]),
                         "ranking": [b.to_dict() for b in ranking[:5]],
                         "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
-                        "seconds": round(ctx.seconds - s0, 4),
+                        "judge_requests": ctx.judge_requests - j0,
+                        # scorer time, or for a judge the wall time of its requests
+                        "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
                     }
                 if scorer is not None:
                     rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
@@ -115,6 +137,32 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
     return metrics
 
 
+def _check_setup(out: Path, setup: dict[str, Any], resume: bool) -> None:
+    path = out / "bench.json"
+    if resume and path.exists():
+        import json
+
+        old = json.loads(path.read_text())
+        if old != setup:
+            changed = sorted(k for k in set(old) | set(setup) if old.get(k) != setup.get(k))
+            raise ConfigError(f"--resume: {out} was run with a different {', '.join(changed)}; use a new --out")
+
+
+def _read_back(files: RunFiles, episode: str, methods: list[str], token: bool) -> dict[str, Any] | None:
+    """A record written by an earlier run, if it covers ``methods`` (and token precision when scored)."""
+    import json
+
+    path = files.path("episodes", f"{episode}.json")
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not set(methods) <= set(rec.get("methods", {})) or (token and "token" not in rec):
+        return None
+    rec["methods"] = {m: rec["methods"][m] for m in methods}
+    return rec
+
+
 def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
     n = len(records)
     out: dict[str, Any] = {"n": n}
@@ -122,8 +170,8 @@ def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
         s = sum(r["methods"][m][k] for r in records)
         lo, hi = wilson(s, n)
         out[k] = {"value": s / n if n else 0.0, "ci95": [lo, hi]}
-    for k in ("seconds", "backward", "forward"):
-        out[k] = sum(r["methods"][m][k] for r in records) / max(n, 1)
+    for k in ("seconds", "backward", "forward", "judge_requests"):
+        out[k] = sum(r["methods"][m].get(k, 0) for r in records) / max(n, 1)
     return out
 
 

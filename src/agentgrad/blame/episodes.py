@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from agentgrad.backward import VerbalLoss
 from agentgrad.core.trace import Node, Span, Trace
@@ -282,7 +283,8 @@ def generate(topology: str, fault: str | None, seed: int, split: str = "eval", l
     key, path, i = rng.choice(candidates)
     root = path[i]
     expected = b.facts[root][key] if b.trace.nodes[root].kind == "tool" else b.facts[path[i - 1]][key]
-    wrong = UNKNOWN if fault == "omitted" else rng.choice([v for v in values if v != expected])
+    present = {v for facts in b.facts.values() for v in facts.values()}  # a wrong value is new to the episode
+    wrong = UNKNOWN if fault == "omitted" else rng.choice([v for v in values if v not in present])
     _replay(b, root, key, wrong)
     corrupted = {n: [value_span(b.trace.nodes[n].text, key)] for n in path[i:]}
     span = corrupted[final][0]
@@ -319,12 +321,17 @@ def without_truth(trace: Trace) -> Trace:
     return Trace.from_dict(d)
 
 
+def training_episodes(seed: int = 0) -> Iterator[Episode]:
+    """Fault-free ``train`` episodes of every topology in turn, without end (the trained scorer's data)."""
+    for i in itertools.count():
+        yield generate(TOPOLOGIES[i % len(TOPOLOGIES)], None, seed * 1_000_003 + i, split="train")
+
+
 def training_calls(n: int, seed: int = 0) -> list[Node]:
-    """Call nodes of fault-free ``train`` episodes of every topology (the trained scorer's data)."""
+    """The call nodes of the first training episodes, ``n`` of them."""
     out: list[Node] = []
-    i = 0
-    while len(out) < n:
-        ep = generate(TOPOLOGIES[i % len(TOPOLOGIES)], None, seed * 1_000_003 + i, split="train")
+    for ep in training_episodes(seed):
+        if len(out) >= n:
+            break
         out.extend(ep.trace.calls())
-        i += 1
     return out[:n]

@@ -19,9 +19,15 @@ Objectives: ``whole`` (the gradient of log p of the whole output, the paper's) o
 the output tokens the loss points at; upstream, the region of each source that the gradient
 points at becomes that call's target). Controls: ``random`` (a uniform upstream call or tool),
 ``all`` (every upstream call and tool, tied), ``last`` (where the loss is attached).
-``occlusion:RULE``: the same walk with edge weights from counterfactual occlusion (the drop in
+``occlusion:OBJ:RULE``: the same walk with edge weights from counterfactual occlusion (the drop in
 log p of the output when the source's tokens are replaced by a filler; forward passes only), the
 ``stop`` rule checking that the chosen source contains the wrong text.
+``gbc:W:OBJ:top2``: the walk keeping the two heaviest edges of every call, with the ``stop`` test
+along each path (:func:`walk_topk`).
+``temporal``: temporal credit, each step scored by how surprising the loss-relevant content is
+there given the step's inputs (:func:`temporal`; forward passes only).
+``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
+``step_by_step``, ``binary_search``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any, Callable
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.backward import VerbalLoss
+from agentgrad.blame.judge import PROTOCOLS, judge_blame, steps_of
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, RegistryError
 
@@ -53,14 +60,32 @@ class Blame:
 class BlameContext:
     """One episode as a method sees it, with attribution cached across methods and counted."""
 
-    def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0):
-        self.trace, self.loss, self.scorer, self.seed = trace, loss, scorer, seed
-        self._att: dict[tuple[int, tuple], Any] = {}
-        self._occ: dict[tuple[int, tuple], dict[int, float]] = {}
+    def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None):
+        self.trace, self.loss, self.scorer, self.seed, self.judge = trace, loss, scorer, seed, judge
+        self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
+        # what the methods used, each pass counted every time a method needs it (cached or not), so
+        # that a method's cost is what it would cost alone
         self.backward_passes = 0
         self.forward_passes = 0
         self.seconds = 0.0
+
+    def _cached(self, key: tuple, compute: Callable[[], Any], backward: int, forward: Callable[[Any], int]) -> Any:
+        if key not in self._cache:
+            if self.scorer is None:
+                raise ConfigError(f"{key[0]} needs a scorer")
+            t0 = time.time()
+            value = compute()
+            self._cache[key] = (value, time.time() - t0, backward, forward(value))
+        value, seconds, b, f = self._cache[key]
+        self.seconds += seconds
+        self.backward_passes += b
+        self.forward_passes += f
+        return value
+
+    @property
+    def judge_requests(self) -> int:
+        return self.judge.requests if self.judge is not None else 0
 
     @property
     def target(self) -> int:
@@ -74,25 +99,21 @@ class BlameContext:
         return self.trace.nodes[self.target].text[a:b] or None
 
     def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
-        key = (node, region or ())
-        if key not in self._att:
-            if self.scorer is None:
-                raise ConfigError("gradient blame methods need a scorer")
-            t0 = time.time()
-            self._att[key] = self.scorer.attribute_node(self.trace, self.trace.nodes[node],
-                                                        list(region) if region else None)
-            self.seconds += time.time() - t0
-            self.backward_passes += 1
-        return self._att[key]
+        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``."""
+        return self._cached(("gradient blame", node, region or ()),
+                            lambda: self.scorer.attribute_node(self.trace, self.trace.nodes[node],
+                                                               list(region) if region else None), 1, lambda v: 0)
 
     def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
-        key = (node, region or ())
-        if key not in self._occ:
-            t0 = time.time()
-            self._occ[key] = self.scorer.occlusion(self.trace, self.trace.nodes[node], list(region) if region else None)
-            self.seconds += time.time() - t0
-            self.forward_passes += 1 + len(self._occ[key])
-        return self._occ[key]
+        """Occlusion weights of a call's sources (one forward pass, plus one per source)."""
+        return self._cached(("occlusion", node, region or ()),
+                            lambda: self.scorer.occlusion(self.trace, self.trace.nodes[node],
+                                                          list(region) if region else None), 0, lambda v: 1 + len(v))
+
+    def output_logprobs(self, node: int) -> Any:
+        """(rendering, log p of each output token) of a call; None when it cannot be scored."""
+        return self._cached(("temporal credit", node), lambda: self.scorer.output_logprobs(self.trace.nodes[node]),
+                            0, lambda v: 1)
 
     def render(self, node: int) -> Any:
         """The scorer's rendering of a call (token offsets, source character ranges), cached."""
@@ -103,14 +124,8 @@ class BlameContext:
         return self._render[node]
 
     def upstream(self) -> list[int]:
-        """Calls and tools upstream of the loss target (itself included)."""
-        seen, stack = set(), [self.target]
-        while stack:
-            n = stack.pop()
-            if n not in seen:
-                seen.add(n)
-                stack.extend(self.trace.nodes[n].parents)
-        return sorted(n for n in seen if self.trace.nodes[n].kind in ("call", "tool"))
+        """Calls and tools upstream of the loss target (itself included), in trace order."""
+        return steps_of(self.trace, self.target)
 
     def blame(self, node: int, score: float) -> Blame:
         return Blame(self.trace.nodes[node].name, node, score)
@@ -205,6 +220,103 @@ def walk(ctx: BlameContext, weight: str, rule: str, objective: str, occlusion: b
     return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(ranked)]
 
 
+def walk_topk(ctx: BlameContext, weight: str, objective: str, k: int = 2, budget: int = 32) -> list[Blame]:
+    """The backward walk keeping the ``k`` heaviest incoming edges of every call (a tree of paths).
+
+    Along each path it applies the ``stop`` test: it goes on into a source only while the source's
+    highest-scoring token lies inside the wrong text; where a kept source does not carry it, the
+    call is a stopping point, and a tool or input that carries it is one itself. A node's score is
+    the largest, over the paths reaching it, of the product of its edges' rank discounts (1 for
+    the heaviest edge, 1/2 for the second, ...). At most ``budget`` calls are attributed.
+    """
+    wrong = ctx.wrong_text()
+    target = ctx.target
+    region0 = tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None
+    frontier = [(target, region0, 1.0)]
+    stops: dict[int, float] = {}
+    visited: set[tuple[int, Any]] = set()
+    spent = 0
+    while frontier and spent < budget:
+        node, region, score = frontier.pop(0)
+        if (node, region) in visited:
+            continue
+        visited.add((node, region))
+        if ctx.trace.nodes[node].kind != "call":
+            stops[node] = max(stops.get(node, 0.0), score)
+            continue
+        att = ctx.attribute(node, region)
+        spent += 1
+        if not att.sources or att.skipped:
+            stops[node] = max(stops.get(node, 0.0), score)
+            continue
+        ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
+        for rank, src in enumerate(ranked):
+            child = score / (rank + 1)
+            if wrong is not None and not _top_token_in(ctx, src, node, wrong):
+                stops[node] = max(stops.get(node, 0.0), child)
+                continue
+            nxt = _region_in_source(ctx, src, node) if objective == "targeted" else None
+            frontier.append((src.source, nxt, child))
+    blamable = {n: v for n, v in stops.items() if ctx.trace.nodes[n].kind in ("call", "tool")}
+    if not blamable:
+        return [ctx.blame(target, 1.0)]
+    return [ctx.blame(n, v) for n, v in sorted(blamable.items(), key=lambda kv: (-kv[1], -kv[0]))]
+
+
+SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
+
+
+def temporal(ctx: BlameContext) -> list[Blame]:
+    """Temporal credit: score each step by how much the loss-relevant content changes there.
+
+    The loss-relevant content is the text the loss names as wrong (its span in the failing
+    output). For every upstream call whose output contains it, the step's score is the surprisal
+    of that content given the step's own inputs (the largest, over its occurrences, of the mean
+    -log p of its tokens: one forward pass per call): a step that copies the content from a
+    source scores low, the step that introduced it scores high. The highest-scoring step is
+    blamed; when no call finds the content surprising (every token more likely than 1/2), it came
+    in from outside the modelled calls, and the earliest tool or input result holding it is blamed.
+    Without a loss span, the failing call is blamed.
+    """
+    wrong = ctx.wrong_text()
+    if wrong is None:
+        return [ctx.blame(ctx.target, 1.0)]
+    scores: dict[int, float] = {}
+    holders = []
+    for n in ctx.upstream():
+        node = ctx.trace.nodes[n]
+        spans = _occurs(node.text, wrong)
+        if not spans:
+            continue
+        holders.append(n)
+        if node.kind != "call":
+            continue
+        scored = ctx.output_logprobs(n)
+        if scored is None:
+            continue
+        r, lps = scored
+        o_s = r.output_range[0]
+        worst = 0.0
+        for a, b in spans:
+            toks = r.output_tokens_for([(a, b)])
+            if toks:
+                worst = max(worst, -sum(lps[t - o_s] for t in toks) / len(toks))
+        scores[n] = worst
+    ranked = sorted(scores, key=lambda n: -scores[n])
+    if ranked and scores[ranked[0]] > SUPPORTED:
+        return [ctx.blame(n, scores[n]) for n in ranked]
+    outside = [n for n in holders if ctx.trace.nodes[n].kind != "call"]
+    if outside:
+        return [ctx.blame(outside[0], float("inf"))] + [ctx.blame(n, scores[n]) for n in ranked]
+    return [ctx.blame(n, scores[n]) for n in ranked] or [ctx.blame(ctx.target, 1.0)]
+
+
+def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
+    if ctx.judge is None:
+        raise ConfigError(f"judge:{protocol} needs a judge model (--judge openai:MODEL@URL)")
+    return [ctx.blame(n, s) for n, s in judge_blame(ctx.judge, ctx.trace, ctx.loss, protocol)]
+
+
 MethodFn = Callable[[BlameContext], list[Blame]]
 _METHODS: dict[str, MethodFn] = {}
 
@@ -220,9 +332,13 @@ def _builtins() -> None:
         for obj in OBJECTIVES:
             for rule in RULES:
                 register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: walk(c, w, r, o))
+            register(f"gbc:{w}:{obj}:top2", lambda c, w=w, o=obj: walk_topk(c, w, o, k=2))
     for obj in OBJECTIVES:
         for rule in ("maxw", "stop"):
             register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
+    register("temporal", temporal)
+    for p in PROTOCOLS:
+        register(f"judge:{p}", lambda c, p=p: judged(c, p))
     register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
     register("all", lambda c: [c.blame(n, 1.0) for n in c.upstream()])
     register("last", lambda c: [c.blame(c.target, 1.0)])
@@ -240,11 +356,14 @@ def get_blame_method(name: str) -> MethodFn:
     return _METHODS[name]
 
 
-def select_methods(spec: str) -> list[str]:
-    """``all``, or a comma list of names and prefixes (``gbc:mean_l1``, ``occlusion``)."""
+def select_methods(spec: str, judge: bool = False) -> list[str]:
+    """``all``, or a comma list of names and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``).
+
+    ``all`` takes the judge methods only when a judge is given (``judge``); naming one without it
+    is an error."""
     names = list_blame_methods()
     if spec == "all":
-        return names
+        return [n for n in names if judge or not n.startswith("judge:")]
     out: list[str] = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         hit = [n for n in names if n == part or n.startswith(part + ":")]
@@ -253,4 +372,6 @@ def select_methods(spec: str) -> list[str]:
         out.extend(h for h in hit if h not in out)
     if not out:
         raise ConfigError("--methods selects no method")
+    if not judge and any(n.startswith("judge:") for n in out):
+        raise ConfigError("the judge methods need a judge model: add --judge openai:MODEL@URL")
     return out

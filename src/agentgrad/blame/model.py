@@ -3,10 +3,11 @@
 This is a **mechanism test**: a model that really reads the sources it copies from, so that its
 gradients can be checked against a known truth. Its accuracy says nothing about real LLMs.
 
-It has its own word-level tokenizer (keys, values, names and template words; every word of the
-generator is one token, held-out values and names included) and a ChatML template, is trained on
-the calls of fault-free ``train`` episodes (teacher forcing, loss on the output tokens only), and
-is evaluated on ``eval`` episodes, whose values and agent names never occur in training. It is
+It has its own word-level tokenizer (keys with their colon, values, names and template words; every
+word of the generator is one token, held-out values and names included) and a ChatML template, is
+trained on the calls of fresh fault-free ``train`` episodes made while it trains (teacher forcing,
+loss on the output tokens only; a fixed set of calls is recited rather than read), and is
+evaluated on ``eval`` episodes, whose values and agent names never occur in training. It is
 saved with ``save_pretrained`` and loaded by :class:`~agentgrad.attribution.scorer.Scorer` like any
 model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/``.
 """
@@ -35,18 +36,20 @@ CHAT_TEMPLATE = (
 
 @dataclass
 class BlameModelConfig:
-    """Size and training budget of the trained scorer (the defaults reach >= 99% held-out token accuracy)."""
+    """Size and training budget of the trained scorer (see the README for the accuracy the defaults reach)."""
 
-    layers: int = 3
+    layers: int = 2
     hidden: int = 128
-    heads: int = 4
-    steps: int = 1500
+    heads: int = 8
+    steps: int = 4600
     batch: int = 16
-    lr: float = 3e-3
-    train_calls: int = 6000
+    lr: float = 1e-3
+    reuse: int = 2  # each generated batch is trained on this many times (fresh data otherwise)
     eval_episodes: int = 40
     seed: int = 0
     max_seconds: float = 280.0  # training stops here whatever the step (the issue's budget: 5 minutes)
+    prompt_loss: float = 0.0  # weight of the loss on prompt tokens (repeated facts teach copying too)
+    rope_theta: float = 300.0  # a small base gives more frequencies that resolve nearby positions
 
     def key(self) -> str:
         import hashlib
@@ -62,12 +65,13 @@ def build_tokenizer() -> Any:
     words = set(E.KEYS) | set(E.ADJ) | set(E.NOUN) | set(E.NAMES) | set(E.TEMPLATE_WORDS)
     words |= {"system", "user", "assistant", "lookup", "task", ":", ",", ".", "[", "]", "_"}
     words |= {str(i) for i in range(10)}
+    words |= {f"{k}:" for k in E.KEYS} | {"report:"}  # a key with its colon is one token: keys never read as values
     vocab = {t: i for i, t in enumerate(SPECIALS + sorted(words))}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.normalizer = normalizers.Lowercase()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
-        pre_tokenizers.Split(Regex(r"[A-Za-z]+|[0-9]|[^A-Za-z0-9]"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(r"[A-Za-z]+:|[A-Za-z]+|[0-9]|[^A-Za-z0-9]"), behavior="isolated"),
     ])
     hf = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>",
                                  eos_token="<|im_end|>", bos_token="<|im_start|>")
@@ -108,6 +112,49 @@ def eval_calls(n_episodes: int, seed: int = 0) -> list[Any]:
     return out
 
 
+class _FreshBatches:
+    """Batches of calls from fresh ``train`` episodes, made by a background thread while the model trains.
+
+    Every batch is new (up to ``cfg.reuse`` uses): a small model given a fixed set of calls learns
+    to recite them instead of looking values up. A chunk of calls is sorted by length and cut into
+    batches, so that little of a batch is padding; the order is seeded.
+    """
+
+    def __init__(self, tok: Any, cfg: BlameModelConfig, chunk_batches: int = 16):
+        import queue
+        import threading
+
+        self.tok, self.cfg, self.chunk_batches = tok, cfg, chunk_batches
+        self.queue: Any = queue.Queue(maxsize=4 * chunk_batches * max(cfg.reuse, 1))
+        self.stop = threading.Event()
+        threading.Thread(target=self._produce, daemon=True).start()
+
+    def _produce(self) -> None:
+        cfg = self.cfg
+        rng, episodes = random.Random(cfg.seed), E.training_episodes(cfg.seed)
+        while not self.stop.is_set():
+            calls: list[tuple[list[int], int]] = []
+            while len(calls) < cfg.batch * self.chunk_batches:
+                calls.extend(_encode(self.tok, n) for n in next(episodes).trace.calls())
+            calls.sort(key=lambda d: len(d[0]))
+            batches = [calls[j : j + cfg.batch] for j in range(0, len(calls) - cfg.batch + 1, cfg.batch)]
+            batches = batches * max(cfg.reuse, 1)
+            rng.shuffle(batches)
+            for b in batches:
+                while not self.stop.is_set():
+                    try:
+                        self.queue.put(b, timeout=0.5)
+                        break
+                    except Exception:  # full: the trainer is behind
+                        continue
+
+    def get(self) -> list[tuple[list[int], int]]:
+        return self.queue.get()
+
+    def close(self) -> None:
+        self.stop.set()
+
+
 def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
                       on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Train the scorer into ``out_dir``; returns its report (held-out token accuracy, seconds, steps)."""
@@ -117,12 +164,12 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     cfg = cfg or BlameModelConfig()
     t0 = time.time()
     torch.manual_seed(cfg.seed)
-    rng = random.Random(cfg.seed)
     tok = build_tokenizer()
-    data = [_encode(tok, n) for n in E.training_calls(cfg.train_calls, cfg.seed)]
+    batches = _FreshBatches(tok, cfg)
     mc = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, intermediate_size=cfg.hidden * 4,
                      num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
                      max_position_embeddings=2048, initializer_range=0.02, tie_word_embeddings=True,
+                     rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     model = LlamaForCausalLM(mc)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
@@ -130,7 +177,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     model.train()
     step, loss_v = 0, float("nan")
     for step in range(1, cfg.steps + 1):
-        batch = rng.sample(data, cfg.batch)
+        batch = batches.get()
         width = max(len(ids) for ids, _ in batch)
         x = torch.full((cfg.batch, width), tok.pad_token_id)  # (B, T)
         y = torch.full((cfg.batch, width), -100)  # (B, T): loss on output tokens only
@@ -139,7 +186,14 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
             x[i, : len(ids)] = torch.tensor(ids)
             y[i, start : len(ids)] = torch.tensor(ids[start:])
             mask[i, : len(ids)] = 1
-        loss = model(input_ids=x, attention_mask=mask, labels=y).loss
+        if cfg.prompt_loss:
+            logits = model(input_ids=x, attention_mask=mask).logits[:, :-1].float()  # (B, T-1, V)
+            nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), x[:, 1:], reduction="none")  # (B, T-1)
+            out_w = (y[:, 1:] != -100).float()  # (B, T-1)
+            w = out_w + cfg.prompt_loss * mask[:, 1:] * (1 - out_w)
+            loss = (nll * w).sum() / w.sum()
+        else:
+            loss = model(input_ids=x, attention_mask=mask, labels=y).loss
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -150,6 +204,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
             on_step(step, loss_v)
         if time.time() - t0 > cfg.max_seconds:
             break
+    batches.close()
     model.eval()
     acc = token_accuracy(model, tok, eval_calls(cfg.eval_episodes, cfg.seed))
     out = Path(out_dir)

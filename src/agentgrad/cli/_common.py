@@ -37,12 +37,12 @@ def _open_run(out: Path, resume: bool, digest: str, config: dict):
 
 
 def _tau_options(system: str, prompts: Optional[Path], model: list[str], user_model: Optional[str],
-                 user_temperature: float, split: str, tasks: Optional[str], trials: int, max_turns: int,
+                 user_temperature: Optional[float], split: str, tasks: Optional[str], trials: int, max_steps: int,
                  data_dir: Optional[Path]):
     from agentgrad.benchmarks.taubench.run import TauOptions
 
     return TauOptions(system, str(prompts) if prompts else None, list(model), user_model, user_temperature, split,
-                      tasks, trials, max_turns, str(data_dir) if data_dir else None)
+                      tasks, trials, max_steps, str(data_dir) if data_dir else None)
 
 
 def _run_progress(label: str, total: int, measure, describe):
@@ -92,6 +92,15 @@ def _print_tau_metrics(m: dict) -> None:
     table.add_row(str(m["episodes"]), f"{m['action_reward']:.3f}", f"{m['output_reward']:.3f}", f"{m['reward']:.3f}",
                   *[f"{v:.3f}" for v in m["pass_hat_k"].values()])
     console.print(table)
+    ended = m.get("ended_by", {})
+    console.print("ended by: " + ", ".join(f"{k} {v}" for k, v in ended.items())
+                  + " (step_limit and error score 0, as in tau-bench)")
+    failed = ended.get("error", 0)
+    if m["episodes"] and failed == m["episodes"]:
+        from agentgrad.errors import ModelError
+
+        raise ModelError(f"every one of the {failed} conversations failed (first error: {m.get('first_error')}); "
+                         f"the figures above are not a result")
 
 
 _TAU_SYSTEM = typer.Option("multi", "--system", help="multi (the paper's system) or single (baseline).")
@@ -100,6 +109,8 @@ _TAU_MODEL = typer.Option([], "--model", help="NAME=PATH_OR_ID (hf folder/hub id
                                               "a bare value sets 'default', the agents' model.")
 _TAU_USER = typer.Option(None, "--user-model", help="The simulated customer's model (same forms as --model).")
 _TAU_SPLIT = typer.Option("test", "--split", help="train, dev or test.")
+_TAU_MAX_STEPS = typer.Option(30, "--max-steps", min=1, help="tau-bench's limit of agent steps (tool calls and "
+                                                             "replies) per conversation; reaching it scores 0.")
 _TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
 _DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
 _CONCURRENCY = typer.Option(1, "--concurrency", min=1, help="Episodes evaluated at once (for servers).")
@@ -116,7 +127,8 @@ def _print_woz_metrics(m: dict) -> None:
     table = Table(title=f"MultiWOZ ({labels} labels), {m['system']} system, {m['dialogues']} {m['split']} dialogues")
     for col in ("Inform", "Success", "JGA", "Slot Recall", "Slot Precision", "Slot F1"):
         table.add_column(col, justify="right")
-    table.add_row(*(f"{m[k]:.2f}" for k in ("inform", "success", "jga", "slot_recall", "slot_precision", "slot_f1")))
+    table.add_row(*(f"{m[k]:.2f}" if m[k] is not None else "-"
+                    for k in ("inform", "success", "jga", "slot_recall", "slot_precision", "slot_f1")))
     console.print(table)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from agentgrad.blame.model import BlameModelConfig
 from agentgrad.cli._common import _progress, bench_app, console
 
 
@@ -22,12 +23,17 @@ def bench_blame(
                                                         "all, last, ..."),
     seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods: openai:MODEL@URL (any "
+                                                  "OpenAI-compatible server), openai:MODEL, or a HF folder."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: episodes already "
+                                                        "written are read back, not re-run."),
 ) -> None:
     """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame import episodes as E
     from agentgrad.blame.bench import run_benchmark
+    from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import select_methods
     from agentgrad.blame.model import resolve_scorer
     from agentgrad.errors import ConfigError
@@ -39,15 +45,18 @@ def bench_blame(
     if bad or not topologies or not kinds:
         raise ConfigError(f"unknown topology or fault kind {bad[0] if bad else '(none)'!r}; topologies: "
                           f"{', '.join(E.TOPOLOGIES)}; faults: {', '.join(E.FAULTS)}")
-    names = select_methods(methods)
-    check_new_output(out, overwrite, "dir")
+    names = select_methods(methods, judge=bool(judge))
+    if not resume:
+        check_new_output(out, overwrite, "dir")
+    jm = make_judge(judge) if judge else None
     with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
         sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
     total = episodes * len(topologies) * len(kinds)
     with _progress() as progress:
         bar = progress.add_task("episodes", total=total)
         metrics = run_benchmark(sc, names, topologies, kinds, episodes, out, seed,
-                                on_episode=lambda r: progress.advance(bar))
+                                on_episode=lambda r: progress.advance(bar), judge=Judge(jm) if jm else None,
+                                resume=resume, setup={"scorer": scorer, "judge": judge})
     print_blame_table(metrics)
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
@@ -55,33 +64,38 @@ def bench_blame(
 
 
 def print_blame_table(metrics: dict) -> None:
+    """Agent-level top-1 per method: overall with its 95% interval, then by topology and fault kind."""
     groups = metrics["groups"]
-    table = Table(title=f"blame accuracy, {metrics['episodes']} episodes (95% CI)")
+    table = Table(title=f"agent-level top-1, {metrics['episodes']} episodes (all: 95% CI; the rest in metrics.json)")
     table.add_column("method", no_wrap=True)
-    cols = ["all"] + sorted(g for g in groups if g.startswith("topology=") and "," not in g) + \
+    table.add_column("all", justify="right", no_wrap=True)
+    cols = sorted(g for g in groups if g.startswith("topology=") and "," not in g) + \
         sorted(g for g in groups if g.startswith("fault="))
     for c in cols:
         table.add_column(c.split("=")[-1], justify="right")
     table.add_column("s/ep", justify="right")
     for m in metrics["methods"]:
-        row = [m]
-        for c in cols:
-            v = groups[c][m]["agent_top1"]
-            row.append(f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]")
+        v = groups["all"][m]["agent_top1"]
+        row = [m, f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]"]
+        row += [f"{groups[c][m]['agent_top1']['value']:.2f}" for c in cols]
         row.append(f"{groups['all'][m]['seconds']:.3f}")
         table.add_row(*row)
-    console.print(table)
+    from rich.console import Console
+
+    Console(width=max(console.width, 150)).print(table)  # wide enough for every column, also in a log file
 
 
 def blame_model_command(
     out_dir: Path = typer.Argument(..., help="Folder to write the trained scorer to (new or empty)."),
-    steps: int = typer.Option(1500, "--steps", min=1, help="Training steps (stops earlier at --max-seconds)."),
-    max_seconds: float = typer.Option(280.0, "--max-seconds", min=1.0, help="Training time budget."),
+    steps: int = typer.Option(BlameModelConfig.steps, "--steps", min=1,
+                              help="Training steps (stops earlier at --max-seconds)."),
+    max_seconds: float = typer.Option(BlameModelConfig.max_seconds, "--max-seconds", min=1.0,
+                                      help="Training time budget."),
     seed: int = typer.Option(0, "--seed"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
-    from agentgrad.blame.model import BlameModelConfig, train_blame_model
+    from agentgrad.blame.model import train_blame_model
     from agentgrad.files import check_new_output
 
     check_new_output(out_dir, overwrite, "dir")

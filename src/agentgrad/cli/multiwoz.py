@@ -1,4 +1,4 @@
-"""``bench multiwoz``: evaluate, optimize; ``data download``."""
+"""``bench multiwoz``: evaluate, score, optimize; ``data download``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,33 @@ def multiwoz_evaluate(
         metrics = evaluate(setup, run_dir, on_dialogue, concurrency=concurrency)
     _print_woz_metrics(metrics)
     console.print(f"run directory: {out} (metrics.json, predictions.json, events.jsonl, traces/)")
+
+
+@multiwoz_app.command("score")
+def multiwoz_score(
+    file: Path = typer.Argument(..., help="Predictions: our predictions.json, or the standard evaluator's input "
+                                          "({dialogue_id: [{response, state?, active_domains?}]})."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for metrics.json and dialogues.json (new or empty)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+    data_dir: Optional[Path] = _DATA_DIR,
+) -> None:
+    """Score a predictions file without running anything: Inform, Success, JGA and slot figures."""
+    from agentgrad.benchmarks.multiwoz.score import score_file
+    from agentgrad.files import RunFiles, check_new_output
+
+    if out is not None:
+        check_new_output(out, overwrite, "dir")
+    with console.status("scoring"):
+        metrics, records = score_file(file, str(data_dir) if data_dir else None)
+    _print_woz_metrics(metrics)
+    if metrics["states"] != "predicted":
+        console.print("the file has no states: Inform and Success read the gold states; no state figures")
+    if out is not None:
+        files = RunFiles(out)
+        files.write_json("metrics.json", data=metrics)
+        files.write_json("dialogues.json", data={r["dialogue"]: {k: r[k] for k in ("inform", "success", "match",
+                                                                                 "provided")} for r in records})
+        console.print(f"written: {out}/metrics.json, {out}/dialogues.json")
 
 
 @multiwoz_app.command("optimize")

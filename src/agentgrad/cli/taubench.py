@@ -9,7 +9,7 @@ import typer
 
 from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _RESUME_RUN, _SCORER, _TAU_MODEL,
                                   _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
-                                  _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
+                                  _TAU_MAX_STEPS, _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
                                   console, err_console)
 
 taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
@@ -46,11 +46,13 @@ def taubench_evaluate(
     prompts: Optional[Path] = _TAU_PROMPTS,
     model: list[str] = _TAU_MODEL,
     user_model: Optional[str] = _TAU_USER,
-    user_temperature: float = typer.Option(0.0, "--user-temperature", min=0.0, help="The customer's temperature."),
+    user_temperature: Optional[float] = typer.Option(None, "--user-temperature", min=0.0,
+                                                     help="The customer's temperature (default: unset, the "
+                                                          "server's default, as in tau-bench)."),
     split: str = _TAU_SPLIT,
     tasks: Optional[str] = _TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Runs per task (pass^k for k up to this)."),
-    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    max_steps: int = _TAU_MAX_STEPS,
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
     concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
@@ -60,7 +62,7 @@ def taubench_evaluate(
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, evaluate
 
-    opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_turns, data_dir)
+    opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_steps, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
     with console.status("loading models"):
         setup = TauSetup(opts)
@@ -87,7 +89,7 @@ def taubench_optimize(
     split: str = _TAU_SPLIT,
     tasks: Optional[str] = _TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
-    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Customer messages answered per conversation."),
+    max_steps: int = _TAU_MAX_STEPS,
     resume: bool = _RESUME_RUN,
     concurrency: int = _CONCURRENCY,
     data_dir: Optional[Path] = _DATA_DIR,
@@ -97,7 +99,7 @@ def taubench_optimize(
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, optimize
 
-    opts = _tau_options(system, prompts, model, user_model, 0.0, split, tasks, trials, max_turns, data_dir)
+    opts = _tau_options(system, prompts, model, user_model, None, split, tasks, trials, max_steps, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
     _check_new_run(out, resume)
     with console.status("loading models"):

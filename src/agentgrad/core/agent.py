@@ -91,6 +91,9 @@ class Agent:
             by default a single input is used as is and several are labelled blocks.
         max_tool_rounds: how many rounds of tool calls are run before the loop stops.
         model_ref: the configuration's name for the model (recorded in traces).
+        parallel_tool_calls: run every tool call of a reply; when False only the first is run and
+            kept (the others are recorded in the call node's ``meta["dropped_tool_calls"]``), as
+            tau-bench's tool-calling agent does.
     """
 
     name: str
@@ -101,6 +104,7 @@ class Agent:
     template: str | None = None
     max_tool_rounds: int = 8
     model_ref: str = ""
+    parallel_tool_calls: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.prompt, str):
@@ -191,13 +195,15 @@ class Agent:
             messages, spans = render_messages(msgs)
             t0 = time.time()
             gen: Generation = yield ("generate", messages, schemas or None, self.settings)
+            tool_calls = list(gen.tool_calls) if self.parallel_tool_calls else list(gen.tool_calls[:1])
+            dropped = gen.tool_calls[len(tool_calls):]
             node = trace.add(
                 Node(
                     id=-1,
                     kind="call",
                     name=self.name,
                     text=gen.text,
-                    tool_calls=list(gen.tool_calls),
+                    tool_calls=tool_calls,
                     messages=messages,
                     spans=spans,
                     tools=schemas,
@@ -207,18 +213,19 @@ class Agent:
                     usage=dict(gen.usage),
                     timing={"start": t0, "seconds": round(time.time() - t0, 6)},
                     meta={"invocation": invocation, "round": round_, "finish_reason": gen.finish_reason}
-                    | ({"raw": gen.raw} if gen.raw is not None else {}),
+                    | ({"raw": gen.raw} if gen.raw is not None else {})
+                    | ({"dropped_tool_calls": [c.to_dict() for c in dropped]} if dropped else {}),
                 )
             )
             calls.append(node.id)
             ended = False
-            if not gen.tool_calls or round_ >= self.max_tool_rounds:
-                if gen.tool_calls:
+            if not tool_calls or round_ >= self.max_tool_rounds:
+                if tool_calls:
                     node.meta["stopped"] = "max_tool_rounds"
                 break
-            assistant = {"tool_calls": [c.to_dict() for c in gen.tool_calls]}
+            assistant = {"tool_calls": [c.to_dict() for c in tool_calls]}
             msgs.append(_Msg("assistant", Text(gen.text, source=node.id), assistant))
-            for call in gen.tool_calls:
+            for call in tool_calls:
                 tool = self._tools.get(call.name)
                 t1 = time.time()
                 if tool is None:

@@ -96,6 +96,7 @@ class GraphSystem(System):
                 template=spec.template,
                 max_tool_rounds=spec.max_tool_rounds,
                 model_ref=spec.model,
+                parallel_tool_calls=spec.parallel_tool_calls,
             )
 
     def input_names(self) -> list[str]:

@@ -12,13 +12,18 @@ from agentgrad.core.trace import ToolCall
 
 
 class GenerationSettings(BaseModel):
-    """How to decode. ``temperature == 0`` means greedy decoding."""
+    """How to decode. ``temperature == 0`` means greedy decoding.
+
+    ``temperature=None`` leaves it to the backend (an OpenAI-compatible server's default, 1.0 for
+    OpenAI's models; sampling at 1.0 for a local model), as tau-bench samples its customer;
+    ``max_new_tokens=None`` sets no cap beyond the backend's own (a local model: its context).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(0.0, ge=0.0)
+    temperature: float | None = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(512, ge=1)
+    max_new_tokens: int | None = Field(512, ge=1)
     seed: int | None = 0
     stop: list[str] = Field(default_factory=list)
 

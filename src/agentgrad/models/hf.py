@@ -177,15 +177,17 @@ class HFModel(ThreadedAsyncMixin):
             raise ContextLengthError(
                 f"prompt of {n} tokens does not fit the context of {self.options.path} ({self.max_context} tokens)"
             )
+        temperature = 1.0 if settings.temperature is None else settings.temperature
+        cap = self.max_context - n
         gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": min(settings.max_new_tokens, self.max_context - n),
-            "do_sample": settings.temperature > 0,
+            "max_new_tokens": cap if settings.max_new_tokens is None else min(settings.max_new_tokens, cap),
+            "do_sample": temperature > 0,
             "pad_token_id": self.tokenizer.pad_token_id
             if self.tokenizer.pad_token_id is not None
             else self.tokenizer.eos_token_id,
         }
-        if settings.temperature > 0:
-            gen_kwargs.update(temperature=settings.temperature, top_p=settings.top_p)
+        if temperature > 0:
+            gen_kwargs.update(temperature=temperature, top_p=settings.top_p)
         else:
             gen_kwargs.update(temperature=None, top_p=None, top_k=None)
         if settings.stop:

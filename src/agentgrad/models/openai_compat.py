@@ -119,10 +119,12 @@ class OpenAIModel:
         req: dict[str, Any] = {
             "model": self.options.model,
             "messages": to_openai_messages(messages),
-            "temperature": settings.temperature,
             "top_p": settings.top_p,
-            "max_tokens": settings.max_new_tokens,
         }
+        if settings.temperature is not None:  # unset: the server's default applies
+            req["temperature"] = settings.temperature
+        if settings.max_new_tokens is not None:
+            req["max_tokens"] = settings.max_new_tokens
         if settings.seed is not None:
             req["seed"] = settings.seed
         if settings.stop:

@@ -49,6 +49,7 @@ class OpenAICompatServer:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.stats = {"requests": 0, "failed": 0, "answered": 0}
+        self.bodies: list[dict[str, Any]] = []  # every request body answered, for tests
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -82,10 +83,12 @@ class OpenAICompatServer:
 
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """Answer one chat-completions request body."""
-        settings = GenerationSettings(
-            temperature=body.get("temperature") or 0.0,
+        with self._lock:
+            self.bodies.append(body)
+        settings = GenerationSettings(  # what is absent takes OpenAI's defaults (temperature 1, no cap)
+            temperature=1.0 if body.get("temperature") is None else body["temperature"],
             top_p=body.get("top_p") or 1.0,
-            max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens") or 256,
+            max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
             seed=body.get("seed"),
             stop=body.get("stop") or [],
         )

@@ -83,16 +83,26 @@ class WozSetup:
                               self.booked.get(d.id, []), self.db)
 
 
-def score_dialogue(setup: WozSetup, outcome: DialogueOutcome) -> dict[str, Any]:
-    """The ``dialogue`` record: predictions, gold states, per-turn comparisons, Inform and Success."""
-    verdict = setup.verdict(outcome)
+def dialogue_record(dialogue: Dialogue, predictions: list[dict[str, Any]], db: VenueDB, booked: list[list[str]],
+                    active: list[list[str]] | None = None, error: str | None = None) -> dict[str, Any]:
+    """The ``dialogue`` record of predicted turns (each with a flat ``state`` and a delexicalised
+    ``response``): per-turn comparisons with the gold states, Inform and Success."""
+    verdict = inform_success(goal_of(dialogue), [t["response"] for t in predictions], [t["state"] for t in predictions],
+                             booked, db, active)
     turns = []
-    for res, gold in zip(outcome.turns, outcome.dialogue.turns):
-        c = compare_states(res.state, gold.state)
-        turns.append(res.prediction() | {"gold_state": gold.state, "joint": c["joint"], "fp": c["fp"], "fn": c["fn"]})
-    return {"dialogue": outcome.dialogue.id, "labels": outcome.dialogue.labels, "turns": turns,
+    for pred, gold in zip(predictions, dialogue.turns):
+        c = compare_states(pred["state"], gold.state)
+        turns.append(pred | {"gold_state": gold.state, "joint": c["joint"], "fp": c["fp"], "fn": c["fn"]})
+    return {"dialogue": dialogue.id, "labels": dialogue.labels, "turns": turns,
             "inform": verdict["inform"], "success": verdict["success"], "match": verdict["match"],
-            "provided": verdict["provided"], "error": outcome.error}
+            "provided": verdict["provided"], "error": error}
+
+
+def score_dialogue(setup: WozSetup, outcome: DialogueOutcome) -> dict[str, Any]:
+    """The ``dialogue`` record of a run: predictions, gold states, per-turn comparisons, Inform and Success."""
+    d = outcome.dialogue
+    return dialogue_record(d, [t.prediction() for t in outcome.turns], setup.db, setup.booked.get(d.id, []),
+                           error=outcome.error)
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.taubench import tools as T
@@ -64,7 +64,11 @@ class RetailDatabase:
     """The retail database as read once from disk; every episode gets its own deep copy."""
 
     def __init__(self, data: str | Path | None = None):
-        root = benchmark_dir("taubench_retail", data) / "db"
+        base = benchmark_dir("taubench_retail", data)
+        self.schemas = T.load_schemas(base)  # tau-bench's tool schemas, in its order
+        self.tool_names = [t["function"]["name"] for t in self.schemas]
+        self._schema = {t["function"]["name"]: t["function"] for t in self.schemas}
+        root = base / "db"
         self._db = {}
         for name in ("users", "orders", "products"):
             try:
@@ -78,44 +82,70 @@ class RetailDatabase:
         """A private copy: episodes never share a database."""
         return json.loads(self._text)
 
+    def make_tools(self, names: list[str], run: Callable[[str, dict[str, Any]], str]) -> list[Tool]:
+        """Agent tools with tau-bench's schemas, in tau-bench's order, each calling ``run(name, arguments)``."""
+        unknown = sorted(set(names) - set(self._schema))
+        if unknown:
+            raise ConfigError(f"unknown retail tool(s) {unknown}; valid: {', '.join(self.tool_names)}")
+        return [Tool(n, self._schema[n]["description"], self._schema[n]["parameters"],
+                     (lambda n: lambda **kw: run(n, kw))(n), ends_episode=n in T.TERMINATE_TOOLS)
+                for n in self.tool_names if n in names]
+
 
 class RetailEnv:
     """One episode: its own database, the actions taken, the replies to the user."""
 
-    def __init__(self, database: RetailDatabase, task: RetailTask | None = None):
+    def __init__(self, database: RetailDatabase, task: RetailTask | None = None, max_steps: int | None = None):
         self.database = database
         self.task = task
         self.db = database.fresh()
         self.actions: list[Action] = []
         self.replies: list[str] = []
         self.done = False
+        self.max_steps = max_steps  # tau-bench's agent loop: at most 30 steps (tool calls and replies)
+        self.steps = 0
+        self.limit_reached = False
+
+    @property
+    def exhausted(self) -> bool:
+        """No step is left: the next tool call or reply would pass the limit."""
+        return self.max_steps is not None and self.steps >= self.max_steps
+
+    def _take_step(self) -> bool:
+        if self.exhausted:
+            self.limit_reached = True
+            return False
+        self.steps += 1
+        return True
 
     def step(self, name: str, kwargs: dict[str, Any]) -> str:
-        """Run a tool as tau-bench does: an error never raises, it comes back as text."""
+        """Run a tool as tau-bench does: an error never raises, it comes back as text.
+
+        Past the step limit nothing is done (the episode ends with reward 0)."""
+        if not self._take_step():
+            return f"Error: the episode's limit of {self.max_steps} steps is reached; nothing was done"
         self.actions.append(Action(name, dict(kwargs)))
-        if name not in T.SPECS:
+        if name not in T.FUNCTIONS:
             return f"Unknown action {name}"
         try:
-            out = T.SPECS[name][0](self.db, **kwargs)
+            out = T.FUNCTIONS[name](self.db, **kwargs)
         except Exception as e:  # e.g. a wrong argument name: tau-bench answers "Error: <exception>"
             out = f"Error: {e}"
         if name in T.TERMINATE_TOOLS:
             self.done = True
         return out
 
-    def respond(self, text: str) -> None:
-        """Record a reply to the user (the ``respond`` action of tau-bench)."""
+    def respond(self, text: str) -> bool:
+        """Record a reply to the user (the ``respond`` action of tau-bench); False past the step limit."""
+        if not self._take_step():
+            return False
         self.actions.append(Action("respond", {"content": text}))
         self.replies.append(text)
+        return True
 
     def tools(self, names: list[str] | None = None) -> list[Tool]:
         """The tools as agent tools bound to this episode's database."""
-        out = []
-        for name in names or list(T.SPECS):
-            s = T.schema(name)["function"]
-            out.append(Tool(name, s["description"], s["parameters"],
-                            (lambda n: lambda **kw: self.step(n, kw))(name), ends_episode=name in T.TERMINATE_TOOLS))
-        return out
+        return self.database.make_tools(names or self.database.tool_names, self.step)
 
     def reward(self) -> "Reward":
         if self.task is None:
@@ -131,9 +161,14 @@ class Reward:
     reward: float  # actions * outputs
     gold_hash: str
     hash: str
+    failed: str | None = None  # "error" or "step_limit": the episode did not end, and scores 0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def as_failed(self, why: str) -> "Reward":
+        """Reward 0, as tau-bench gives an episode that raised or ran out of steps (the hashes are kept)."""
+        return Reward(0.0, 0.0, {o: False for o in self.outputs_found}, 0.0, self.gold_hash, self.hash, why)
 
 
 def gold_database(database: RetailDatabase, task: RetailTask) -> dict[str, Any]:

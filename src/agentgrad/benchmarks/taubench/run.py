@@ -20,7 +20,7 @@ from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_t
 from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
                                                   read_policy)
-from agentgrad.benchmarks.taubench.user import UserSimulator
+from agentgrad.benchmarks.taubench.user import UserSimulator, load_user_rules
 from agentgrad.config import SystemConfig, model_spec_from_value
 from agentgrad.core.trace import Trace, write_json_atomic
 from agentgrad.errors import ConfigError
@@ -39,11 +39,11 @@ class TauOptions:
     prompts: str | None = None  # a prompts YAML instead of the packaged one
     models: list[str] = field(default_factory=list)  # --model NAME=VALUE
     user_model: str | None = None
-    user_temperature: float = 0.0
+    user_temperature: float | None = None  # unset: the server's default, as in tau-bench
     split: str = "test"
     tasks: str | None = None  # "0-9,12"
     trials: int = 1
-    max_turns: int = 30
+    max_steps: int = 30  # tau-bench's agent loop
     data: str | None = None
 
     def digest(self) -> str:
@@ -62,16 +62,20 @@ class TauSetup:
         if "user" not in self.cfg.models:
             raise ConfigError("the prompts file defines no 'user' model; add one or pass --user-model")
         self.database = RetailDatabase(opts.data)
+        self.user_rules = load_user_rules(opts.data)
         self.models = create_models(self.cfg)
         self.system = self.build()
 
     def make_user(self, seed: int = 0) -> UserSimulator:
-        """The customer of one conversation; ``seed`` is the trial number, so trials can differ."""
-        return UserSimulator(self.models["user"], GenerationSettings(temperature=self.opts.user_temperature,
-                                                                     max_new_tokens=256, seed=seed))
+        """The customer of one conversation. As in tau-bench, its temperature is the server's default
+        unless ``--user-temperature`` sets it, with no seed and no length cap of our own, so repeated
+        trials differ; with a temperature of 0, the trial number seeds it."""
+        t = self.opts.user_temperature
+        settings = GenerationSettings(temperature=t, max_new_tokens=None, seed=seed if t == 0 else None)
+        return UserSimulator(self.models["user"], self.user_rules, settings)
 
     def build(self) -> RetailSystem:
-        return build_system(self.opts.system, self.cfg, self.models, self.make_user, self.database, self.opts.max_turns)
+        return build_system(self.opts.system, self.cfg, self.models, self.make_user, self.database, self.opts.max_steps)
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -89,6 +93,7 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         "reward": mean("reward"),
         "pass_hat_k": {str(k): v for k, v in pass_hat_k(by_task).items()},
         "ended_by": {e: sum(r["ended_by"] == e for r in records) for e in sorted({r["ended_by"] for r in records})},
+        "first_error": next((r["error"] for r in records if r.get("error")), None),
         "per_task": {t: [int(x) for x in v] for t, v in by_task.items()},
     }
 
@@ -126,6 +131,7 @@ def evaluate(setup: TauSetup, run_dir: RunDir, on_episode: Callable[[dict[str, A
     run_jobs(jobs, run, concurrency, record)
     records = [e for e in run_dir.events() if e.get("event") == "episode"]
     metrics = summarize(records) | {"system": opts.system, "split": opts.split, "trials": opts.trials,
+                                    "user_temperature": opts.user_temperature, "max_steps": opts.max_steps,
                                     "models": {n: s.model_dump() for n, s in setup.cfg.models.items()}}
     write_json_atomic(run_dir.path / "metrics.json", metrics)
     return metrics

@@ -7,8 +7,10 @@ reply to the customer from the conversation, the manager's instruction and the f
 Single-agent: one agent with the policy and all tools, keeping its whole tool-calling history.
 
 Both run a full conversation with a customer (a :class:`~.user.User`) over a fresh database per
-episode, record every customer line as an input node, and end on ``###STOP###``, on a transfer to
-a human agent, or at the turn limit. Prompts are YAML (``prompts/multi.yaml``, ``single.yaml``);
+episode, record every customer line as an input node, and follow tau-bench's episode rules: the
+conversation ends on the customer's stop token, on a transfer to a human agent, or at the limit of
+30 agent steps (tool calls and replies), which scores 0, as does an episode that fails (a model
+error, a context overflow). Prompts are YAML (``prompts/multi.yaml``, ``single.yaml``);
 ``{policy}`` in a prompt is replaced by wiki.md at load time and protected from rewrites.
 """
 
@@ -21,9 +23,8 @@ from typing import Any, Callable
 
 from agentgrad.benchmarks.common import build_agents, load_prompts, named_line, require_agents
 from agentgrad.benchmarks.data import benchmark_dir
-from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, RetailTask, Reward
-from agentgrad.benchmarks.taubench.user import User, is_stop
+from agentgrad.benchmarks.taubench.user import User
 from agentgrad.config import SystemConfig
 from agentgrad.core.agent import Output, tool_report, transcript
 from agentgrad.core.system import System
@@ -45,19 +46,6 @@ MANAGER_TOOLS = ["transfer_to_human_agents", "think"]
 TOOL_OWNER = {t: w for w, ts in WORKERS.items() for t in ts}
 
 _ENV: contextvars.ContextVar[RetailEnv] = contextvars.ContextVar("agentgrad_taubench_env")
-
-
-def episode_tools(names: list[str]) -> list[Tool]:
-    """Tools that act on the database of the episode being run (each episode has its own)."""
-    out = []
-    for name in names:
-        s = T.schema(name)["function"]
-
-        def fn(_name: str = name, **kw: Any) -> str:
-            return _ENV.get().step(_name, kw)
-
-        out.append(Tool(name, s["description"], s["parameters"], fn, ends_episode=name in T.TERMINATE_TOOLS))
-    return out
 
 
 def read_policy(data: str | Path | None = None) -> str:
@@ -108,21 +96,26 @@ class RetailSystem(System):
         models: the models of ``cfg``.
         make_user: builds the customer of an episode from a seed (the trial number).
         database: the retail database (each episode gets a fresh copy).
-        max_turns: customer messages answered before the episode is cut.
+        max_steps: tau-bench's limit of agent steps (tool calls and replies to the customer); an
+            episode that reaches it without the customer ending scores 0.
     """
 
     kind = "base"
     required: list[str] = []
 
     def __init__(self, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[int], User],
-                 database: RetailDatabase, max_turns: int = 30):
+                 database: RetailDatabase, max_steps: int = 30):
         require_agents(cfg, self.required, f"the {self.kind} tau-bench system")
         self.cfg = cfg
         self.name = f"taubench-{self.kind}"
         self.make_user = make_user
         self.database = database
-        self.max_turns = max_turns
+        self.max_steps = max_steps
         self.agents_ = build_agents(cfg, models, self.tools_for)
+
+    def episode_tools(self, names: list[str]) -> list[Tool]:
+        """Tools with tau-bench's schemas that act on the database of the episode being run (each has its own)."""
+        return self.database.make_tools(names, lambda name, kw: _ENV.get().step(name, kw))
 
     def tools_for(self, agent: str) -> list[Tool]:
         return []
@@ -138,35 +131,42 @@ class RetailSystem(System):
         if not isinstance(task, RetailTask):
             raise ConfigError("a tau-bench example needs a 'task' field holding a RetailTask")
         trace = current_trace()
-        env = RetailEnv(self.database, task)
+        env = RetailEnv(self.database, task, self.max_steps)
         token = _ENV.set(env)
         user = self.make_user(trial)
-        ended_by, turns, error, reply_nodes = "turn_limit", 0, None, []
+        ended_by, turns, error, reply_nodes = "step_limit", 0, None, []
         conv = self.start()
         try:
             text = user.reset(task.instruction)
             while True:
-                if is_stop(text):
+                if user.is_stop(text):
                     ended_by = "user_stop"
                     break
-                if turns >= self.max_turns:
+                if env.exhausted:  # the agent's next step would pass the limit
+                    env.limit_reached = True
                     break
                 message = trace.input(text, name="customer", turn=turns)
                 reply = self.turn(conv, message)
                 turns += 1
+                if env.limit_reached:
+                    break
                 if env.done:
                     ended_by = "transfer"
                     break
-                env.respond(str(reply))
+                if not env.respond(str(reply)):
+                    break
                 reply_nodes.append(reply.node)
                 text = user.reply(str(reply))
-        except ModelError as e:  # a model failure (agent or customer) ends the episode, which is still scored
+        except ModelError as e:  # a model failure (agent or customer, a context overflow): reward 0
             ended_by, error = "error", str(e)
         finally:
             _ENV.reset(token)
-        trace.meta.update(task={"split": task.split, "index": task.index}, ended_by=ended_by)
+        trace.meta.update(task={"split": task.split, "index": task.index}, ended_by=ended_by, steps=env.steps)
         actions = [a.to_dict() for a in env.actions if a.name != "respond"]
-        return RetailOutcome(task, env.reward(), ended_by, turns, actions, list(env.replies), reply_nodes, error)
+        reward = env.reward()
+        if ended_by in ("error", "step_limit"):  # tau-bench scores an episode that did not end as 0
+            reward = reward.as_failed(ended_by)
+        return RetailOutcome(task, reward, ended_by, turns, actions, list(env.replies), reply_nodes, error)
 
 
 class MultiAgentRetail(RetailSystem):
@@ -178,8 +178,8 @@ class MultiAgentRetail(RetailSystem):
 
     def tools_for(self, agent: str) -> list[Tool]:
         if agent == "manager":
-            return episode_tools(MANAGER_TOOLS)
-        return episode_tools(WORKERS.get(agent, []))
+            return self.episode_tools(MANAGER_TOOLS)
+        return self.episode_tools(WORKERS.get(agent, []))
 
     def start(self) -> dict[str, Any]:
         return {"history": [], "findings": []}
@@ -222,7 +222,7 @@ class SingleAgentRetail(RetailSystem):
     required = ["agent"]
 
     def tools_for(self, agent: str) -> list[Tool]:
-        return episode_tools(list(T.SPECS))
+        return self.episode_tools(self.database.tool_names)  # all, in tau-bench's order
 
     def start(self) -> dict[str, Any]:
         return {"messages": []}
@@ -238,8 +238,8 @@ SYSTEMS: dict[str, type[RetailSystem]] = {"multi": MultiAgentRetail, "single": S
 
 
 def build_system(kind: str, cfg: SystemConfig, models: dict[str, LanguageModel], make_user: Callable[[int], User],
-                 database: RetailDatabase, max_turns: int = 30) -> RetailSystem:
+                 database: RetailDatabase, max_steps: int = 30) -> RetailSystem:
     if kind not in SYSTEMS:
         raise ConfigError(f"unknown tau-bench system {kind!r}; valid: {', '.join(SYSTEMS)}")
-    return SYSTEMS[kind](cfg, models, make_user, database, max_turns)
+    return SYSTEMS[kind](cfg, models, make_user, database, max_steps)
 

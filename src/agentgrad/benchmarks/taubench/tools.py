@@ -1,7 +1,9 @@
 """The tau-bench retail tools, with tau-bench's semantics and error texts.
 
 Each function takes the episode's database (``{"users", "orders", "products"}``) and the tool's
-arguments, changes the database in place for write tools, and returns the observation text.
+arguments, changes the database in place for write tools, and returns the observation text. The
+schemas the agents see are tau-bench's own, read from the data directory (``tools.json``), in its
+order: :func:`load_schemas`.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ from __future__ import annotations
 import ast
 import json
 import operator
+from pathlib import Path
 from typing import Any, Callable
 
+from agentgrad.errors import ConfigError
+
 DB = dict[str, Any]
-ORDER_ID = "The order id, such as '#W0000000'. Be careful there is a '#' symbol at the beginning of the order id."
-PAYMENT_ID = ("The payment method id to pay or receive refund for the item price difference, such as "
-              "'gift_card_0000000' or 'credit_card_0000000'. These can be looked up from the user or order details.")
 
 
 def find_user_id_by_email(db: DB, email: str) -> str:
@@ -73,7 +75,8 @@ def calculate(db: DB, expression: str) -> str:
     if not all(ch in "0123456789+-*/(). " for ch in expression):
         return "Error: invalid characters in expression"
     try:  # arithmetic only: parsed and evaluated node by node, never eval()
-        return str(round(float(_arith(ast.parse(expression, "<string>", mode="eval"))), 2))
+        # eval() (tau-bench's) strips leading and trailing spaces and tabs; ast.parse does not
+        return str(round(float(_arith(ast.parse(expression.strip(" \t"), "<string>", mode="eval"))), 2))
     except Exception as e:
         return f"Error: {e}"
 
@@ -251,78 +254,28 @@ def return_delivered_order_items(db: DB, order_id: str, item_ids: list[str], pay
     return json.dumps(order)
 
 
-def _s(desc: str) -> dict[str, Any]:
-    return {"type": "string", "description": desc}
+FUNCTIONS: dict[str, Callable[..., str]] = {f.__name__: f for f in (
+    calculate, cancel_pending_order, exchange_delivered_order_items, find_user_id_by_email, find_user_id_by_name_zip,
+    get_order_details, get_product_details, get_user_details, list_all_product_types, modify_pending_order_address,
+    modify_pending_order_items, modify_pending_order_payment, modify_user_address, return_delivered_order_items,
+    think, transfer_to_human_agents)}
 
 
-def _ids(desc: str) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string"}, "description": desc}
+def load_schemas(root: Path) -> list[dict[str, Any]]:
+    """The tools' schemas exactly as tau-bench gives them to its agent, in its order (``tools.json``)."""
+    path = root / "tools.json"
+    try:
+        schemas = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}") from None
+    try:
+        names = [s["function"]["name"] for s in schemas]
+    except (TypeError, KeyError):
+        raise ConfigError(f"{path}: every entry must be a tool schema with function.name") from None
+    if sorted(names) != sorted(FUNCTIONS):
+        raise ConfigError(f"{path} names {sorted(set(names) ^ set(FUNCTIONS))} differently from the retail tools")
+    return schemas
 
-
-_ADDRESS = {"address1": _s("The first line of the address, such as '123 Main St'."),
-            "address2": _s("The second line of the address, such as 'Apt 1' or ''."),
-            "city": _s("The city, such as 'San Francisco'."), "state": _s("The state, such as 'CA'."),
-            "country": _s("The country, such as 'USA'."), "zip": _s("The zip code, such as '12345'.")}
-_CONFIRM = " The agent needs to explain the details and ask for explicit user confirmation (yes/no) to proceed."
-
-# name -> (function, description, properties, required)
-SPECS: dict[str, tuple[Callable[..., str], str, dict[str, Any], list[str]]] = {
-    "find_user_id_by_email": (find_user_id_by_email, "Find user id by email. If the user is not found, the function "
-                              "will return an error message.", {"email": _s("The email of the user.")}, ["email"]),
-    "find_user_id_by_name_zip": (find_user_id_by_name_zip, "Find user id by first name, last name, and zip code. "
-                                 "Only use it if the user is not found by email or cannot remember the email.",
-                                 {"first_name": _s("First name, such as 'John'."),
-                                  "last_name": _s("Last name, such as 'Doe'."), "zip": _s("Zip code, such as '12345'.")},
-                                 ["first_name", "last_name", "zip"]),
-    "get_order_details": (get_order_details, "Get the status and details of an order.",
-                          {"order_id": _s(ORDER_ID)}, ["order_id"]),
-    "get_product_details": (get_product_details, "Get the inventory details of a product.",
-                            {"product_id": _s("The product id, such as '6086499569' (not an item id).")},
-                            ["product_id"]),
-    "get_user_details": (get_user_details, "Get the details of a user.",
-                         {"user_id": _s("The user id, such as 'sara_doe_496'.")}, ["user_id"]),
-    "list_all_product_types": (list_all_product_types, "List the name and product id of all 50 product types.", {},
-                               []),
-    "calculate": (calculate, "Calculate the result of a mathematical expression (numbers, + - * /, parentheses).",
-                  {"expression": _s("The expression, such as '2 + 2'.")}, ["expression"]),
-    "think": (think, "Think about something; it obtains no information and changes nothing.",
-              {"thought": _s("A thought to think about.")}, ["thought"]),
-    "transfer_to_human_agents": (transfer_to_human_agents, "Transfer the user to a human agent, with a summary of "
-                                 "the user's issue. Only when the user explicitly asks for a human, or the issue "
-                                 "cannot be resolved with the available tools.",
-                                 {"summary": _s("A summary of the user's issue.")}, ["summary"]),
-    "cancel_pending_order": (cancel_pending_order, "Cancel a pending order; gift card payments are refunded at once, "
-                             "others in 5-7 business days." + _CONFIRM,
-                             {"order_id": _s(ORDER_ID), "reason": {"type": "string", "enum": ["no longer needed",
-                              "ordered by mistake"], "description": "The reason for cancellation."}},
-                             ["order_id", "reason"]),
-    "exchange_delivered_order_items": (exchange_delivered_order_items, "Exchange items of a delivered order for new "
-                                       "items of the same product. Can be done only once per order." + _CONFIRM,
-                                       {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to exchange."),
-                                        "new_item_ids": _ids("New item ids, position by position, same product."),
-                                        "payment_method_id": _s(PAYMENT_ID)},
-                                       ["order_id", "item_ids", "new_item_ids", "payment_method_id"]),
-    "modify_pending_order_address": (modify_pending_order_address, "Modify the shipping address of a pending order."
-                                     + _CONFIRM, {"order_id": _s(ORDER_ID), **_ADDRESS},
-                                     ["order_id", *_ADDRESS]),
-    "modify_pending_order_items": (modify_pending_order_items, "Modify items of a pending order to new items of the "
-                                   "same product. Can be called only once per order." + _CONFIRM,
-                                   {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to modify."),
-                                    "new_item_ids": _ids("New item ids, position by position, same product."),
-                                    "payment_method_id": _s(PAYMENT_ID)},
-                                   ["order_id", "item_ids", "new_item_ids", "payment_method_id"]),
-    "modify_pending_order_payment": (modify_pending_order_payment, "Modify the payment method of a pending order."
-                                     + _CONFIRM, {"order_id": _s(ORDER_ID), "payment_method_id": _s(PAYMENT_ID)},
-                                     ["order_id", "payment_method_id"]),
-    "modify_user_address": (modify_user_address, "Modify the default address of a user." + _CONFIRM,
-                            {"user_id": _s("The user id, such as 'sara_doe_496'."), **_ADDRESS},
-                            ["user_id", *_ADDRESS]),
-    "return_delivered_order_items": (return_delivered_order_items, "Return items of a delivered order; the user "
-                                     "gets an email on how to return them." + _CONFIRM,
-                                     {"order_id": _s(ORDER_ID), "item_ids": _ids("Item ids to return."),
-                                      "payment_method_id": _s(PAYMENT_ID)},
-                                     ["order_id", "item_ids", "payment_method_id"]),
-}
 
 READ_TOOLS = ["find_user_id_by_email", "find_user_id_by_name_zip", "get_order_details", "get_product_details",
               "get_user_details", "list_all_product_types", "calculate", "think"]
@@ -330,11 +283,3 @@ WRITE_TOOLS = ["cancel_pending_order", "exchange_delivered_order_items", "modify
                "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address",
                "return_delivered_order_items"]
 TERMINATE_TOOLS = ["transfer_to_human_agents"]
-
-
-def schema(name: str) -> dict[str, Any]:
-    """The JSON schema of tool ``name`` (OpenAI / Hugging Face ``tools`` format)."""
-    _, desc, props, required = SPECS[name]
-    return {"type": "function", "function": {"name": name, "description": desc,
-                                             "parameters": {"type": "object", "properties": props,
-                                                            "required": required}}}
