@@ -226,7 +226,7 @@ def _reading_judge(messages, tools):
     steps = re.findall(r"--- step (\d+): [^\n]*---\n((?:(?!--- step|WHAT WENT WRONG)[\s\S])*)", prompt)
     first = next((int(i) for i, text in steps if f": {wrong}" in text), None)  # None: not in the log shown
     question = prompt.split("WHAT WENT WRONG: ")[1]
-    if "Which step" in question:
+    if "Which agent" in question:
         return f"STEP: {first or len(steps)}. It is where the value first appears."
     if "Is step" in question:
         i = int(re.search(r"Is step (\d+)", question).group(1))

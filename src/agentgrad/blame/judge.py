@@ -5,7 +5,8 @@ When?", ICML 2025), with prompts in our own words. The judge reads the episode a
 (every call and tool result upstream of the failing output, in the order they happened), plus
 the task and the verbal loss, and names the step where the decisive mistake was made:
 
-- ``all_at_once``: the whole log in one request; the judge names the agent and the step;
+- ``all_at_once``: the whole log in one request; the judge names the agent and the step (the agent it
+  names is blamed when it is one of the log's, else the agent of the step);
 - ``step_by_step``: one request per step, in order, each showing the log up to that step: "is this
   step the decisive mistake?"; the first yes is blamed (none: the last step);
 - ``binary_search``: the judge is shown the log and a range of steps split in two halves and says
@@ -71,6 +72,8 @@ class Judge:
         from agentgrad.models.base import GenerationSettings
 
         self.model, self.requests = model, 0
+        self.last_reply = ""
+        self.named_agent: str | None = None  # the agent the last all-at-once answer named, if one of the log's
         self.settings = GenerationSettings(temperature=0.0, max_new_tokens=max_new_tokens)
 
     def ask(self, prompt: str, parse: Any, fmt: str) -> Any:
@@ -78,6 +81,7 @@ class Judge:
         for attempt in range(2):
             self.requests += 1
             reply = self.model.generate(messages, None, self.settings).text
+            self.last_reply = reply
             value = parse(reply)
             if value is not None:
                 return value
@@ -92,6 +96,14 @@ def _parse_step(n: int):
         m = re.search(r"STEP\s*:?\s*(\d+)", reply, re.I)
         return int(m.group(1)) if m and 1 <= int(m.group(1)) <= n else None
     return parse
+
+
+def _named_agent(reply: str, agents: set[str]) -> str | None:
+    m = re.search(r"AGENT\s*:\s*([^\n,;]+?)(?:\s+(?:and\s+)?STEP\b|[\n,;]|$)", reply, re.I)
+    if not m:
+        return None
+    said = m.group(1).strip().strip("*`'\".").lower()
+    return next((a for a in agents if a.lower() == said), None)
 
 
 def _parse_word(words: tuple[str, ...]):
@@ -110,9 +122,10 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
         return []
     failure = f"WHAT WENT WRONG: {loss.text}"
     if protocol == "all_at_once":
-        fmt = "STEP: <number>"
-        i = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nWhich step holds the decisive mistake? "
-                      f"Answer with {fmt} and one sentence of reason.", _parse_step(len(steps)), fmt)
+        fmt = "AGENT: <name> and STEP: <number>"
+        i = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nWhich agent made the decisive mistake, and at "
+                      f"which step? Answer with {fmt}, then one sentence of reason.", _parse_step(len(steps)), fmt)
+        judge.named_agent = _named_agent(judge.last_reply, {trace.nodes[n].name for n in steps})
         return [(steps[i - 1], 1.0)]
     if protocol == "step_by_step":
         for i in range(1, len(steps) + 1):

@@ -314,7 +314,11 @@ def temporal(ctx: BlameContext) -> list[Blame]:
 def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
     if ctx.judge is None:
         raise ConfigError(f"judge:{protocol} needs a judge model (--judge openai:MODEL@URL)")
-    return [ctx.blame(n, s) for n, s in judge_blame(ctx.judge, ctx.trace, ctx.loss, protocol)]
+    ctx.judge.named_agent = None
+    out = [ctx.blame(n, s) for n, s in judge_blame(ctx.judge, ctx.trace, ctx.loss, protocol)]
+    if out and ctx.judge.named_agent:
+        out[0] = Blame(ctx.judge.named_agent, out[0].node, out[0].score)
+    return out
 
 
 MethodFn = Callable[[BlameContext], list[Blame]]

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from agentgrad.cli import blame as _blame  # noqa: F401  (registers bench blame)
 from agentgrad.cli import core as _core  # noqa: F401  (registers run, attribute, optimize, demo, ...)
+from agentgrad.cli import importing as _importing  # noqa: F401  (registers import)
 from agentgrad.cli._common import app, bench_app, console, err_console, trace_app
 from agentgrad.cli.multiwoz import data_app, multiwoz_app
 from agentgrad.cli.taubench import taubench_app

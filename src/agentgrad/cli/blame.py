@@ -1,14 +1,16 @@
-"""``bench blame`` (the planted-fault blame benchmark) and ``testing blame-model`` (its trained scorer)."""
+"""``bench blame`` (the planted-fault blame benchmark), ``bench whowhen``, and ``testing blame-model``."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.table import Table
 
 from agentgrad.blame.model import BlameModelConfig
-from agentgrad.cli._common import _progress, bench_app, console
+from agentgrad.blame.model import resolve_scorer
+from agentgrad.cli._common import _progress, bench_app, console, err_console
 
 
 @bench_app.command("blame")
@@ -35,7 +37,6 @@ def bench_blame(
     from agentgrad.blame.bench import run_benchmark
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import select_methods
-    from agentgrad.blame.model import resolve_scorer
     from agentgrad.errors import ConfigError
     from agentgrad.files import check_new_output
 
@@ -104,3 +105,75 @@ def blame_model_command(
         rep = train_blame_model(out_dir, cfg)
     console.print(f"trained scorer written to {out_dir}: held-out token accuracy {rep['heldout_token_accuracy']:.4f} "
                   f"after {rep['steps']} steps in {rep['seconds']} s (a mechanism test, not a model of real LLMs)")
+
+
+@bench_app.command("whowhen")
+def bench_whowhen(
+    out: Path = typer.Option(..., "--out", help="Folder for metrics.json and logs/ (must be new or empty)."),
+    subset: str = typer.Option("all", "--subset", help="hand, algorithm or all."),
+    with_ground_truth: bool = typer.Option(True, "--with-ground-truth/--without-ground-truth",
+                                           help="Whether the verbal loss states the expected answer."),
+    methods: str = typer.Option("", "--methods", help="Names/prefixes (default: GBC earliest/maxw variants, "
+                                                      "occlusion, temporal, random, all, last; judge with --judge)."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer (HF folder or hub id) for the "
+                                                               "gradient, occlusion and temporal methods."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods: openai:MODEL@URL, ..."),
+    on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log) or "
+                                                                  "error."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
+    archive: Optional[Path] = typer.Option(None, "--archive", help="who_and_when.tar.gz (default: the data "
+                                                                   "directory's)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+) -> None:
+    """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.blame.judge import Judge, make_judge
+    from agentgrad.blame.methods import select_methods
+    from agentgrad.blame.whowhen import DEFAULT_METHODS, PUBLISHED, run_whowhen
+    from agentgrad.errors import ConfigError
+    from agentgrad.files import check_new_output
+    from agentgrad.importers import import_whowhen
+
+    if on_too_long not in ("skip", "error"):
+        raise ConfigError(f"--on-too-long must be skip or error, got {on_too_long!r}")
+    spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
+    names = select_methods(spec, judge=bool(judge))
+    needs_scorer = [n for n in names if n.split(":")[0] in ("gbc", "occlusion", "temporal")]
+    if needs_scorer and not scorer:
+        raise ConfigError(f"{needs_scorer[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
+                          f"(or choose --methods random,all,last,judge)")
+    check_new_output(out, overwrite, "dir", protect=[archive] if archive else None)
+    with console.status("reading the Who&When logs"):
+        res = import_whowhen(archive, subset)
+    if res.broken:
+        err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
+    jm = Judge(make_judge(judge)) if judge else None
+    sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long=on_too_long) if scorer else None
+    with _progress() as progress:
+        bar = progress.add_task("logs", total=len(res.traces))
+        m = run_whowhen(res.traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar))
+    table = Table(title=f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
+                        f"agent / step accuracy (all: 95% CI)")
+    table.add_column("method", no_wrap=True)
+    groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
+    for g in groups:
+        table.add_column(f"{g} agent", justify="right")
+        table.add_column(f"{g} step", justify="right")
+    for name in names:
+        row = [name]
+        for g in groups:
+            for k in ("agent", "step"):
+                v = m["groups"][g]["methods"][name][k]
+                row.append(f"{v['value']:.3f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]" if g == "all"
+                           else f"{v['value']:.3f}")
+        table.add_row(*row)
+    table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
+                                             for k in ("agent", "step")])
+    from rich.console import Console
+
+    Console(width=max(console.width, 150)).print(table)
+    console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
+                  f"{m['groups']['all']['too_long']}")
+    console.print(f"published (not measured here): best agent-level {PUBLISHED['best_agent_level']:.3f}, best "
+                  f"step-level {PUBLISHED['best_step_level']:.3f} ({PUBLISHED['source']})")
+    console.print(f"written: {out}/metrics.json, {out}/logs/")

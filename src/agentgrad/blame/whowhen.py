@@ -1,0 +1,121 @@
+"""The Who&When failure-attribution benchmark with the same blame methods as the planted-fault one.
+
+Each of the 184 logs (:func:`agentgrad.importers.import_whowhen`) fails its task. A method sees the
+trace without its labels and a verbal loss attached to the final step: the question, and with
+``with_ground_truth`` the expected answer (no span: the loss cannot point at the wrong tokens, so
+the ``stop`` rule falls back to ``path``). Its top-ranked blame is scored against the labels:
+
+- agent-level: the top agent is the labelled ``mistake_agent`` (case-insensitive; ties at the top
+  earn 1/ties);
+- step-level: the top node is the labelled step (``mistake_step``, node ``mistake_step + 1``).
+
+The blamed step of a GBC method is the node its rule ranks first: ``earliest`` the earliest call on
+the kept path, ``maxw`` the node whose edge to its successor weighs most, ``path`` every node on the
+path, tied. A log longer than the scorer's context is attributed as far as it fits and counted
+(``too_long``), never dropped. The paper's published figures are stored in ``PUBLISHED`` with their
+source; they are not measured here.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.backward import VerbalLoss
+from agentgrad.blame.bench import wilson
+from agentgrad.blame.methods import BlameContext, get_blame_method
+from agentgrad.core.trace import Trace
+from agentgrad.files import RunFiles
+
+DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
+                   "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last")
+
+# Published, not measured here: the best method of the Who&When paper, over all logs.
+PUBLISHED = {
+    "source": "Zhang et al., 'Which Agent Causes Task Failures and When? On Automated Failure Attribution of "
+              "LLM Multi-Agent Systems', ICML 2025 (abstract): the best of all-at-once, step-by-step and binary "
+              "search",
+    "best_agent_level": 0.535,
+    "best_step_level": 0.142,
+}
+
+
+def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
+    """The verbal loss of a failed log, attached to its last call."""
+    labels = trace.meta.get("labels", {})
+    question = trace.nodes[0].text.strip()
+    text = f"The team did not solve the task. The task was: {question}"
+    if with_ground_truth and labels.get("ground_truth") not in (None, ""):
+        text += f" The correct answer is: {labels['ground_truth']}."
+    final = trace.calls()[-1].id
+    return VerbalLoss(text, [final], "whowhen", {})
+
+
+def without_labels(trace: Trace) -> Trace:
+    d = copy.deepcopy(trace.to_dict())
+    d["meta"].pop("labels", None)
+    return Trace.from_dict(d)
+
+
+def _credit(values: list[Any], truth: Any, scores: list[float]) -> float:
+    if not values:
+        return 0.0
+    best = max(scores)
+    top = list(dict.fromkeys(v for v, s in zip(values, scores) if s == best))
+    return 1.0 / len(top) if truth in top else 0.0
+
+
+def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, judge: Any = None,
+                with_ground_truth: bool = True, out: Path | None = None, seed: int = 0,
+                on_log: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Every method on every log; agent- and step-level accuracy per subset with 95% intervals."""
+    fns = {m: get_blame_method(m) for m in methods}
+    files = RunFiles(out) if out else None
+    records = []
+    for i, tr in enumerate(traces):
+        labels = tr.meta["labels"]
+        seen = without_labels(tr)
+        ctx = BlameContext(seen, whowhen_loss(tr, with_ground_truth), scorer, seed + i, judge)
+        upstream = ctx.upstream()
+        truth_agent = str(labels["mistake_agent"]).lower()
+        rec: dict[str, Any] = {"log": tr.id, "subset": labels["subset"], "truth": {
+            "agent": labels["mistake_agent"], "step": labels["mistake_step"], "node": labels["mistake_node"]},
+            "steps": len(upstream), "methods": {},
+            "chance": {"agent": sum(seen.nodes[n].name.lower() == truth_agent for n in upstream) / max(len(upstream), 1),
+                       "step": 1 / max(len(upstream), 1)}}
+        for m, fn in fns.items():
+            ranking = fn(ctx)
+            scores = [b.score for b in ranking]
+            rec["methods"][m] = {
+                "agent": _credit([b.agent.lower() for b in ranking], truth_agent, scores),
+                "step": _credit([b.node for b in ranking], labels["mistake_node"], scores),
+                "top": ranking[0].to_dict() if ranking else None}
+        rec["too_long"] = any(getattr(v[0], "skipped", None) and "context" in str(v[0].skipped)
+                              for k, v in ctx._cache.items() if k[0] == "gradient blame")
+        records.append(rec)
+        if files:
+            files.write_json("logs", f"{tr.id}.json", data=rec)
+        if on_log:
+            on_log(rec)
+    metrics = summarize_whowhen(records, methods) | {"with_ground_truth": with_ground_truth,
+                                                      "published": PUBLISHED}
+    if files:
+        files.write_json("metrics.json", data=metrics)
+    return metrics
+
+
+def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = {"all": records}
+    for r in records:
+        groups.setdefault(r["subset"], []).append(r)
+    out: dict[str, Any] = {"logs": len(records), "methods": methods, "groups": {}}
+    for g, rs in groups.items():
+        n = len(rs)
+        out["groups"][g] = {
+            "n": n, "too_long": sum(r["too_long"] for r in rs),
+            "chance": {k: sum(r["chance"][k] for r in rs) / max(n, 1) for k in ("agent", "step")},
+            "methods": {m: {k: {"value": sum(r["methods"][m][k] for r in rs) / max(n, 1),
+                                "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
+                            for k in ("agent", "step")} for m in methods}}
+    return out

@@ -1,0 +1,249 @@
+"""Bring your own logs: multi-agent logs not written with agentgrad, as ordinary agentgrad traces.
+
+Every importer returns an :class:`ImportResult`: the traces (``input``, ``call`` and ``tool`` nodes
+with exact spans, so that ``attribute`` and the blame methods work on them unchanged) and the
+records that could not be read, each with the file, line or member, and field at fault. A partly
+broken file imports its valid records; the broken ones are counted and reported, never dropped
+silently.
+
+Formats:
+
+- ``chat``: JSONL, one conversation per line: a list of messages, or ``{"id"?, "messages": [...]}``;
+  a message is ``{role, name?, content, tool_calls?, tool_call_id?}`` (the OpenAI shape). ``user``
+  messages become input nodes, ``assistant`` messages call nodes (the agent is ``name``, else
+  "assistant"), ``tool`` messages tool nodes (parent: the call that asked for them). A call's
+  messages are its agent's system prompt (a ``system`` message with that ``name``, else one
+  without a name) and every earlier non-system message, each a span on the node that produced it.
+- ``whowhen``: the Who&When failure-attribution logs (Zhang et al., ICML 2025), read from the
+  archive ``who_and_when.tar.gz`` without unpacking it. Node 0 is the question (an input); history
+  step ``i`` is node ``i + 1``: a call of its agent (``name``, else the role without a parenthesis:
+  "Orchestrator (thought)" is the Orchestrator), whose messages are the agent's system prompt where
+  the log has one and one user message holding the question and every earlier step under
+  ``[NAME]`` headers (broadcast: every step reads every earlier one), each a span; a ``human``
+  step is an input. The labels (``mistake_agent``, ``mistake_step`` as an int, ``mistake_node``,
+  ``ground_truth``, ...) are in ``trace.meta["labels"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from agentgrad.core.trace import Node, Span, ToolCall, Trace
+from agentgrad.errors import ConfigError
+
+FORMATS = ("chat", "whowhen")
+WHOWHEN_SUBSETS = {"hand": "Hand-Crafted", "algorithm": "Algorithm-Generated"}
+
+
+@dataclass
+class ImportResult:
+    traces: list[Trace] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # "where: what is wrong", one per record not imported
+
+
+class _Bad(Exception):
+    """A record that cannot be imported (the message names the field)."""
+
+
+def _text(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _Bad(f"{what} must be a string")
+    return value
+
+
+# --- chat --------------------------------------------------------------------------------------
+def chat_trace(messages: Any, id: str = "") -> Trace:
+    """One conversation (a list of OpenAI-shaped messages) as a trace."""
+    if not isinstance(messages, list):
+        raise _Bad("messages must be a list")
+    trace = Trace(id=id, meta={"imported": "chat"})
+    systems: dict[str | None, str] = {}
+    seen: list[tuple[int, str]] = []  # (node id, role as the next call sees it) of earlier messages
+    asked: dict[str, int] = {}  # tool_call_id -> the call node that asked
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise _Bad(f"message {i} must be an object")
+        role = m.get("role")
+        content = _text(m.get("content"), f"message {i} field 'content'")
+        name = m.get("name")
+        if name is not None and not isinstance(name, str):
+            raise _Bad(f"message {i} field 'name' must be a string")
+        if role == "system":
+            systems[name] = content
+            continue
+        if role == "user":
+            node = trace.add(Node(id=-1, kind="input", name=name or "user", text=content, meta={"message": i}))
+        elif role == "tool":
+            parent = asked.get(str(m.get("tool_call_id", "")))
+            node = trace.add(Node(id=-1, kind="tool", name=name or "tool", text=content,
+                                  parents=[parent] if parent is not None else [],
+                                  meta={"message": i, "tool_call_id": m.get("tool_call_id")}))
+        elif role == "assistant":
+            agent = name or "assistant"
+            msgs: list[dict[str, Any]] = []
+            spans: list[Span] = []
+            prompt = systems.get(agent, systems.get(None))
+            if prompt is not None:
+                msgs.append({"role": "system", "content": prompt})
+            for src, src_role in seen:
+                text = trace.nodes[src].text
+                spans.append(Span(src, len(msgs), 0, len(text)))
+                msgs.append({"role": "assistant" if src_role == "assistant" and trace.nodes[src].name == agent
+                             else "user", "content": text})
+            calls = []
+            for j, c in enumerate(m.get("tool_calls") or []):
+                try:
+                    f = c.get("function", c)
+                    args = f.get("arguments", {})
+                    calls.append(ToolCall(name=str(f["name"]), arguments=json.loads(args) if isinstance(args, str)
+                                          else dict(args), id=str(c.get("id") or f"call_{i}_{j}")))
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    raise _Bad(f"message {i} tool_calls[{j}] needs a function name and JSON arguments") from None
+            node = trace.add(Node(id=-1, kind="call", name=agent, text=content, tool_calls=calls, messages=msgs,
+                                  spans=spans, parents=sorted({s.source for s in spans}), meta={"message": i}))
+            for c in calls:
+                asked[c.id] = node.id
+        else:
+            raise _Bad(f"message {i} has role {role!r}; use system, user, assistant or tool")
+        seen.append((node.id, role))
+    if not trace.calls():
+        raise _Bad("no assistant message: nothing to attribute")
+    return trace
+
+
+def import_chat(path: str | Path) -> ImportResult:
+    """Every conversation of a JSONL file; broken lines are reported with their line number."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {p}: {e}") from None
+    out = ImportResult()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise _Bad(f"not JSON ({e.msg})") from None
+            messages, cid = (rec.get("messages"), rec.get("id")) if isinstance(rec, dict) else (rec, None)
+            out.traces.append(chat_trace(messages, str(cid) if cid is not None else f"line-{n}"))
+        except _Bad as e:
+            out.broken.append(f"{p}:{n}: {e}")
+    return out
+
+
+# --- Who&When ----------------------------------------------------------------------------------
+def _agent(step: dict[str, Any]) -> str:
+    name = step.get("name")
+    if isinstance(name, str) and name:
+        return name
+    return re.sub(r"\s*\(.*\)\s*$", "", str(step.get("role", ""))).strip() or "unknown"
+
+
+def whowhen_trace(log: Any, id: str, subset: str) -> Trace:
+    """One Who&When log as a broadcast trace, its labels in ``meta["labels"]``."""
+    if not isinstance(log, dict):
+        raise _Bad("the log must be an object")
+    history = log.get("history")
+    if not isinstance(history, list) or not history:
+        raise _Bad("field 'history' must be a non-empty list")
+    question = _text(log.get("question"), "field 'question'")
+    try:
+        step = int(str(log.get("mistake_step")))
+    except ValueError:
+        raise _Bad(f"field 'mistake_step' must be a step number, got {log.get('mistake_step')!r}") from None
+    if not 0 <= step < len(history):
+        raise _Bad(f"field 'mistake_step' {step} is outside the history (0-{len(history) - 1})")
+    prompts = log.get("system_prompt") if isinstance(log.get("system_prompt"), dict) else {}
+    trace = Trace(id=id, meta={"imported": "whowhen"})
+    q = trace.add(Node(id=-1, kind="input", name="question", text=question))
+    for i, s in enumerate(history):
+        if not isinstance(s, dict):
+            raise _Bad(f"history[{i}] must be an object")
+        content = _text(s.get("content"), f"history[{i}] field 'content'")
+        agent = _agent(s)
+        meta = {"step": i, "role": s.get("role")}
+        if s.get("role") == "human":
+            trace.add(Node(id=-1, kind="input", name=agent, text=content, meta=meta))
+            continue
+        user, spans = "", []
+        for src in range(q.id, len(trace.nodes)):
+            node = trace.nodes[src]
+            header = "[question]\n" if src == q.id else f"[{node.name}]\n"
+            user += ("\n\n" if user else "") + header
+            spans.append(Span(src, 0, len(user), len(user) + len(node.text)))
+            user += node.text
+        msgs = [{"role": "user", "content": user}]
+        if isinstance(prompts.get(agent), str):
+            msgs.insert(0, {"role": "system", "content": prompts[agent]})
+            spans = [Span(sp.source, 1, sp.start, sp.end) for sp in spans]
+        trace.add(Node(id=-1, kind="call", name=agent, text=content, messages=msgs, spans=spans,
+                       parents=list(range(q.id, len(trace.nodes))), meta=meta))
+    labels = {k: log.get(k) for k in ("mistake_agent", "mistake_reason", "ground_truth", "question_ID", "level",
+                                       "is_correct", "is_corrected") if k in log}
+    labels.update(mistake_step=step, mistake_node=step + 1, subset=subset)
+    trace.meta["labels"] = labels
+    return trace
+
+
+def _whowhen_members(path: Path) -> Iterator[tuple[str, str, Any]]:
+    """(subset, file stem, parsed JSON or the _Bad that reading it raised) of every log in the archive."""
+    try:
+        tar = tarfile.open(path)
+    except (OSError, tarfile.TarError) as e:
+        raise ConfigError(f"cannot read the Who&When archive {path}: {e}") from None
+    with tar:
+        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+            parts = m.name.split("/")
+            if not m.isfile() or not m.name.endswith(".json") or len(parts) < 2:
+                continue
+            subset = next((k for k, v in WHOWHEN_SUBSETS.items() if v == parts[-2]), None)
+            if subset is None:
+                continue
+            try:
+                yield subset, Path(parts[-1]).stem, json.loads(tar.extractfile(m).read())  # type: ignore[union-attr]
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                yield subset, Path(parts[-1]).stem, _Bad(f"not JSON ({e})")
+
+
+def whowhen_archive(data: str | Path | None = None) -> Path:
+    from agentgrad.benchmarks.data import benchmark_dir
+
+    return benchmark_dir("whowhen", data) / "who_and_when.tar.gz"
+
+
+def import_whowhen(path: str | Path | None = None, subset: str = "all") -> ImportResult:
+    """The Who&When logs of ``subset`` (hand, algorithm or all) from the archive (default: the data directory's)."""
+    if subset not in ("all", *WHOWHEN_SUBSETS):
+        raise ConfigError(f"unknown Who&When subset {subset!r}; valid: hand, algorithm, all")
+    p = Path(path) if path is not None else whowhen_archive()
+    out = ImportResult()
+    for sub, stem, log in _whowhen_members(p):
+        if subset != "all" and sub != subset:
+            continue
+        try:
+            if isinstance(log, _Bad):
+                raise log
+            out.traces.append(whowhen_trace(log, f"{sub}-{stem}", sub))
+        except _Bad as e:
+            out.broken.append(f"{p}:{WHOWHEN_SUBSETS[sub]}/{stem}.json: {e}")
+    return out
+
+
+def import_logs(fmt: str, src: str | Path | None, subset: str = "all") -> ImportResult:
+    if fmt == "chat":
+        if src is None:
+            raise ConfigError("import chat needs a JSONL file")
+        return import_chat(src)
+    if fmt == "whowhen":
+        return import_whowhen(src, subset)
+    raise ConfigError(f"unknown log format {fmt!r}; valid: {', '.join(FORMATS)}")

@@ -1,0 +1,208 @@
+"""Importers: chat JSONL and Who&When logs into ordinary traces (round trips, labels, broken records, CLI)."""
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from agentgrad.cli import main
+from agentgrad.importers import import_chat, import_whowhen, whowhen_archive
+from conftest import assert_spans_exact
+
+WHOWHEN = Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "whowhen" / "who_and_when.tar.gz"
+
+CONVERSATION = [
+    {"role": "system", "name": "planner", "content": "You plan."},
+    {"role": "system", "content": "You help."},
+    {"role": "user", "content": "Book a table for two."},
+    {"role": "assistant", "name": "planner", "content": "Ask the booker."},
+    {"role": "assistant", "name": "booker", "content": "",
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{\"people\": 2}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "name": "book", "content": "ref ABC123"},
+    {"role": "assistant", "name": "booker", "content": "Booked: ref ABC123."},
+]
+
+
+def test_chat_round_trip_and_broken_lines(tmp_path):
+    src = tmp_path / "logs.jsonl"
+    src.write_text("\n".join([json.dumps({"id": "conv-1", "messages": CONVERSATION}), "{not json",
+                              json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]),
+                              json.dumps([{"role": "robot", "content": "x"}]), ""]))
+    res = import_chat(src)
+    assert [t.id for t in res.traces] == ["conv-1", "line-3"]
+    assert len(res.broken) == 2 and res.broken[0].startswith(f"{src}:2: not JSON")
+    assert res.broken[1].startswith(f"{src}:4: message 0 has role 'robot'")
+    tr = res.traces[0]
+    tr.validate()
+    assert assert_spans_exact(tr) == 1 + 2 + 4  # each call reads every earlier message, each a span
+    kinds = [(n.kind, n.name) for n in tr.nodes]
+    assert kinds == [("input", "user"), ("call", "planner"), ("call", "booker"), ("tool", "book"), ("call", "booker")]
+    planner, booker, tool, last = tr.nodes[1], tr.nodes[2], tr.nodes[3], tr.nodes[4]
+    assert planner.messages[0] == {"role": "system", "content": "You plan."}  # its own system prompt
+    assert booker.messages[0] == {"role": "system", "content": "You help."}  # the unnamed one
+    assert booker.tool_calls[0].name == "book" and booker.tool_calls[0].arguments == {"people": 2}
+    assert tool.parents == [booker.id]
+    assert last.parents == [0, 1, 2, 3] and last.messages[3]["role"] == "assistant"  # its own earlier message
+    assert [m["content"] for m in last.messages[1:]] == [n.text for n in tr.nodes[:4]]
+
+
+@pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
+def test_whowhen_import_all_logs_with_labels():
+    res = import_whowhen(WHOWHEN)
+    assert len(res.traces) == 184 and res.broken == []
+    subsets = [t.meta["labels"]["subset"] for t in res.traces]
+    assert subsets.count("hand") == 58 and subsets.count("algorithm") == 126
+    assert whowhen_archive() == WHOWHEN
+    for tr in res.traces[::20]:
+        tr.validate()
+        assert assert_spans_exact(tr) > 0
+        lab = tr.meta["labels"]
+        node = tr.nodes[lab["mistake_node"]]
+        assert node.meta["step"] == lab["mistake_step"] and tr.nodes[0].name == "question"
+        calls = tr.calls()
+        assert all(c.parents == list(range(c.id)) for c in calls)  # broadcast: every earlier step
+    # the labelled agent is the agent of the labelled step (the dataset's own mismatches aside)
+    same = sum(t.nodes[t.meta["labels"]["mistake_node"]].name.lower() == str(t.meta["labels"]["mistake_agent"]).lower()
+               for t in res.traces)
+    assert same >= 178
+    assert len(import_whowhen(WHOWHEN, "hand").traces) == 58
+
+
+def _tar(path, members):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_whowhen_broken_logs_are_reported_not_dropped(tmp_path):
+    good = {"question": "Q?", "history": [{"role": "human", "content": "Q?"},
+                                          {"role": "Orchestrator (thought)", "content": "plan"},
+                                          {"role": "WebSurfer", "content": "page"}],
+            "mistake_agent": "WebSurfer", "mistake_step": "2", "ground_truth": "42"}
+    bad_step = dict(good, mistake_step="7")
+    arc = tmp_path / "ww.tar.gz"
+    _tar(arc, {"Who&When/Hand-Crafted/1.json": json.dumps(good).encode(),
+               "Who&When/Hand-Crafted/2.json": b"{oops", "Who&When/Hand-Crafted/3.json": json.dumps(bad_step).encode()})
+    res = import_whowhen(arc)
+    assert [t.id for t in res.traces] == ["hand-1"] and len(res.broken) == 2
+    assert "Hand-Crafted/2.json: not JSON" in res.broken[0] and "mistake_step' 7 is outside" in res.broken[1]
+    tr = res.traces[0]
+    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "question"), ("input", "human"),
+                                                    ("call", "Orchestrator"), ("call", "WebSurfer")]
+    assert tr.meta["labels"]["mistake_node"] == 3 and assert_spans_exact(tr) == 2 + 3
+
+
+def test_cli_import_then_attribute(tmp_path, tiny_llama, capsys):
+    src = tmp_path / "logs.jsonl"
+    src.write_text(json.dumps({"id": "a/b", "messages": CONVERSATION}) + "\n{broken\n")
+    out = tmp_path / "run"
+    assert main(["import", "chat", str(src), "--out", str(out)]) == 0
+    summary = json.loads((out / "import.json").read_text())
+    assert len(summary["traces"]) == 1 and len(summary["broken"]) == 1 and "not imported" in capsys.readouterr().err
+    trace_file = out / summary["traces"][0]
+    assert trace_file.parent == out / "traces"  # a hostile id stays inside the run directory
+    assert main(["attribute", str(trace_file), "--scorer", str(tiny_llama), "--out", str(tmp_path / "att.json")]) == 0
+    att = json.loads((tmp_path / "att.json").read_text())
+    assert len(att["nodes"]) == 3 and all(n["sources"] for n in att["nodes"])  # every imported call attributed
+    (tmp_path / "allbad.jsonl").write_text("{x\n")
+    assert main(["import", "chat", str(tmp_path / "allbad.jsonl"), "--out", str(tmp_path / "r2")]) == 2
+    err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    assert err[-1].startswith("error: nothing imported") or "nothing imported" in err[-1]
+    assert main(["import", "yaml", str(src), "--out", str(tmp_path / "r3")]) == 2
+
+
+# --- the Who&When benchmark ------------------------------------------------------------------------
+def _log(agents, mistake_step, mistake_agent, question="Q?"):
+    return {"question": question, "ground_truth": "42", "mistake_agent": mistake_agent,
+            "mistake_step": str(mistake_step), "history": [{"role": a, "content": f"{a} says {i}"}
+                                                          for i, a in enumerate(agents)]}
+
+
+def _fixture(tmp_path):
+    arc = tmp_path / "fixture.tar.gz"
+    _tar(arc, {  # hand-computed below: `last` blames the final step
+        "Who&When/Hand-Crafted/1.json": json.dumps(_log(["A", "B", "C"], 2, "C", "q1")).encode(),  # last: agent+step
+        "Who&When/Hand-Crafted/2.json": json.dumps(_log(["A", "B", "A"], 0, "A", "q2")).encode(),  # last: agent only
+        "Who&When/Algorithm-Generated/3.json": json.dumps(_log(["A", "B", "C", "D"], 1, "B", "q3")).encode()})
+    return arc
+
+
+def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
+    from agentgrad.blame.judge import Judge
+    from agentgrad.blame.whowhen import run_whowhen
+    from agentgrad.models.fake import FakeModel
+
+    traces = import_whowhen(_fixture(tmp_path)).traces
+    answers = {"q1": "AGENT: C STEP: 3", "q2": "AGENT: A STEP: 1", "q3": "AGENT: B STEP: 2"}  # the labels
+
+    def judge(messages, tools):
+        prompt = messages[1]["content"]
+        q = prompt.split("TASK:\n")[1].split("\n")[0]
+        if "Which agent" in prompt:
+            return answers[q]
+        wanted = int(answers[q].split("STEP: ")[1])
+        if "Is step" in prompt:
+            return "YES" if int(prompt.split("Is step ")[1].split(" ")[0]) == wanted else "NO"
+        mid = int(prompt.split("lower half (steps ")[1].split(" to ")[1].split(")")[0])
+        return "LOWER" if wanted <= mid else "UPPER"
+
+    m = run_whowhen(traces, ["last", "judge:all_at_once", "judge:step_by_step", "judge:binary_search"],
+                    judge=Judge(FakeModel(responder=judge)), out=tmp_path / "W")
+    g = m["groups"]
+    assert g["all"]["methods"]["last"]["agent"]["value"] == pytest.approx(2 / 3)
+    assert g["all"]["methods"]["last"]["step"]["value"] == pytest.approx(1 / 3)
+    assert g["hand"]["methods"]["last"]["agent"]["value"] == 1.0 and g["algorithm"]["methods"]["last"]["step"]["value"] == 0
+    for j in ("judge:all_at_once", "judge:step_by_step", "judge:binary_search"):
+        assert g["all"]["methods"][j]["agent"]["value"] == 1.0 and g["all"]["methods"][j]["step"]["value"] == 1.0, j
+    assert g["all"]["chance"]["step"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 4) / 3)
+    assert g["all"]["chance"]["agent"] == pytest.approx((1 / 3 + 2 / 3 + 1 / 4) / 3)
+    assert len(list((tmp_path / "W" / "logs").glob("*.json"))) == 3
+
+
+@pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
+def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
+    from agentgrad.blame.bench import wilson
+    from agentgrad.blame.judge import Judge, render_log, steps_of
+    from agentgrad.blame.whowhen import run_whowhen
+    from agentgrad.models.fake import FakeModel
+
+    traces = import_whowhen(WHOWHEN).traces
+    answers = {}  # the log as the judge sees it -> its labels
+    for tr in traces:
+        lab = tr.meta["labels"]
+        steps = steps_of(tr, tr.calls()[-1].id)
+        answers[render_log(tr, steps)] = (lab["mistake_agent"], steps.index(lab["mistake_node"]) + 1)
+
+    def judge(messages, tools):
+        agent, step = answers[messages[1]["content"].split("\n\nWHAT WENT WRONG: ")[0]]
+        return f"AGENT: {agent}\nSTEP: {step}"
+
+    m = run_whowhen(traces, ["judge:all_at_once", "random"], judge=Judge(FakeModel(responder=judge)))
+    g = m["groups"]["all"]
+    assert g["methods"]["judge:all_at_once"]["agent"]["value"] == 1.0
+    assert g["methods"]["judge:all_at_once"]["step"]["value"] == 1.0
+    for k in ("agent", "step"):  # random blame is chance, within its interval
+        r = g["methods"]["random"][k]
+        assert r["ci95"][0] <= g["chance"][k] <= r["ci95"][1], (k, r, g["chance"][k])
+    assert wilson(1, 2)[0] < 0.5
+
+
+def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
+    arc = _fixture(tmp_path)
+    out = tmp_path / "B"
+    assert main(["bench", "whowhen", "--archive", str(arc), "--scorer", str(tiny_llama), "--out", str(out),
+                 "--methods", "gbc:mean_l1:whole:maxw,gbc:mean_l1:whole:earliest,occlusion:whole:maxw,last"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["logs"] == 3 and m["published"]["best_agent_level"] == 0.535 and m["groups"]["all"]["too_long"] == 0
+    rec = json.loads((out / "logs" / "hand-1.json").read_text())
+    assert rec["methods"]["gbc:mean_l1:whole:maxw"]["top"] is not None  # the whole log was attributed
+    assert "published (not measured here)" in capsys.readouterr().out
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "C")]) == 2
+    assert "--scorer" in capsys.readouterr().err
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "D"), "--methods", "last",
+                 "--subset", "nope"]) == 2
