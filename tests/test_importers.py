@@ -206,3 +206,93 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
     assert "--scorer" in capsys.readouterr().err
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "D"), "--methods", "last",
                  "--subset", "nope"]) == 2
+
+
+# --- OpenTelemetry -------------------------------------------------------------------------------------
+def _attr(k, v):
+    key = "intValue" if isinstance(v, int) else "stringValue"
+    return {"key": k, "value": {key: v if key == "stringValue" else str(v)}}
+
+
+def _span(sid, parent, t, name, attrs, events=(), links=()):
+    return {"traceId": "T1", "spanId": sid, "parentSpanId": parent, "name": name, "startTimeUnixNano": str(t),
+            "attributes": [_attr(k, v) for k, v in attrs.items()], "events": list(events), "links": list(links)}
+
+
+def _otlp():
+    """Nested spans: two agents (one per GenAI convention), a tool call, a link."""
+    ev = lambda name, **a: {"name": name, "attributes": [_attr(k, v) for k, v in a.items()]}  # noqa: E731
+    spans = [
+        _span("a1", "", 1, "invoke_agent planner", {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"}),
+        _span("c1", "a1", 2, "chat gpt", {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt", "custom.x": 7},
+              events=[ev("gen_ai.system.message", content="You plan."), ev("gen_ai.user.message", content="Plan a trip."),
+                      ev("gen_ai.choice", message=json.dumps({"content": "Ask the researcher."}))]),
+        _span("a2", "", 3, "invoke_agent researcher", {"gen_ai.operation.name": "invoke_agent",
+                                                       "gen_ai.agent.name": "researcher"}),
+        _span("c2", "a2", 4, "chat gpt", {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "You research."}]),
+            "gen_ai.input.messages": json.dumps([
+                {"role": "user", "parts": [{"type": "text", "content": "Plan a trip."}]},
+                {"role": "user", "parts": [{"type": "text", "content": "Ask the researcher."}]}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                {"type": "tool_call", "id": "t1", "name": "search", "arguments": {"q": "weather"}}]}])},
+              links=[{"traceId": "T1", "spanId": "c1"}]),
+        _span("x1", "a2", 5, "execute_tool search", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search",
+                                                      "gen_ai.tool.call.id": "t1", "gen_ai.tool.call.result": "Sunny in Paris."}),
+        _span("c3", "a2", 6, "chat gpt", {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.input.messages": json.dumps([
+                {"role": "user", "parts": [{"type": "text", "content": "Ask the researcher."}]},
+                {"role": "tool", "parts": [{"type": "text", "content": "Sunny in Paris."}]}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "Go to Paris."}]}])}),
+    ]
+    return {"resourceSpans": [{"resource": {"attributes": []}, "scopeSpans": [{"scope": {"name": "x"}, "spans": spans}]}]}
+
+
+def test_otel_mapping_on_nested_spans(tmp_path):
+    from agentgrad.importers import import_otel
+
+    f = tmp_path / "spans.json"
+    f.write_text(json.dumps(_otlp()))
+    res = import_otel(f)
+    assert res.broken == [] and len(res.traces) == 1
+    tr = res.traces[0]
+    tr.validate()
+    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user"), ("call", "planner"), ("call", "researcher"),
+                                                    ("tool", "search"), ("call", "researcher")]
+    assert assert_spans_exact(tr) == 1 + 2 + 2
+    plan, r1, tool, r2 = tr.nodes[1], tr.nodes[2], tr.nodes[3], tr.nodes[4]
+    assert plan.text == "Ask the researcher." and plan.messages[0] == {"role": "system", "content": "You plan."}
+    assert r1.messages[0] == {"role": "system", "content": "You research."}
+    assert r1.parents == [0, 1] and r1.tool_calls[0].arguments == {"q": "weather"}  # content and the link
+    assert tool.parents == [r1.id] and tool.text == "Sunny in Paris."
+    assert r2.parents == [1, 3] and r2.text == "Go to Paris."
+    assert plan.meta["attributes"]["custom.x"] == 7  # unknown attributes kept
+    # a collector file: one request per line, one of them broken
+    lines = tmp_path / "spans.jsonl"
+    bad = {"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "T2", "name": "no id"}]}]}]}
+    lines.write_text(json.dumps(_otlp()) + "\n" + json.dumps(bad) + "\n{oops\n")
+    res = import_otel(lines)
+    assert len(res.traces) == 1 and len(res.broken) == 2
+    assert res.broken[0] == f"{lines}:2: every span needs 'traceId' and 'spanId'" and "not JSON" in res.broken[1]
+    out = tmp_path / "run"
+    assert main(["import", "otel", str(lines), "--out", str(out)]) == 0
+    assert json.loads((out / "import.json").read_text())["traces"] == ["traces/T1.json"]
+
+
+@pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
+def test_a_real_whowhen_log_is_attributed_whole_on_the_tiny_model(tiny_llama):
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.blame.whowhen import run_whowhen
+
+    traces = import_whowhen(WHOWHEN, "algorithm").traces
+    small = min(traces, key=lambda t: sum(len(n.text) for n in t.nodes))
+    # the tiny model's nominal context is 2,048 tokens; its rotary positions read the log's 2,500 as they are
+    m = run_whowhen([small], ["gbc:mean_l1:whole:maxw", "occlusion:whole:maxw"],
+                    Scorer(str(tiny_llama), max_context=16384))
+    assert m["groups"]["all"]["too_long"] == 0 and m["logs"] == 1
+    big = max(traces, key=lambda t: sum(len(n.text) for n in t.nodes))
+    m = run_whowhen([big], ["gbc:mean_l1:whole:maxw"], Scorer(str(tiny_llama), on_too_long="skip", max_context=4096))
+    assert m["groups"]["all"]["too_long"] == 1  # counted, not dropped
