@@ -274,7 +274,7 @@ def test_judge_reply_that_does_not_parse_is_asked_again_then_an_error():
     trace = E.without_truth(ep.trace)
     model = FakeModel(["I think it is agent x.", "STEP: 2"])
     judge = Judge(model)
-    steps = E._ancestors(trace, ep.loss.targets[0])
+    steps = trace.upstream(ep.loss.targets[0])
     (node, _), = judge_blame(judge, trace, ep.loss, "all_at_once")
     assert node == sorted(steps)[1] and judge.requests == 2
     assert "does not follow the format" in model.requests[1][-1]["content"]

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from agentgrad.core.trace import Node, Span, ToolCall, Trace
+from agentgrad.core.trace import Node, Span, ToolCall, Trace, join_blocks
 from agentgrad.errors import ConfigError
 
 FORMATS = ("chat", "otel", "whowhen")
@@ -387,17 +387,12 @@ def whowhen_trace(log: Any, id: str, subset: str) -> Trace:
         if s.get("role") == "human":
             trace.add(Node(id=-1, kind="input", name=agent, text=content, meta=meta))
             continue
-        user, spans = "", []
-        for src in range(q.id, len(trace.nodes)):
-            node = trace.nodes[src]
-            header = "[question]\n" if src == q.id else f"[{node.name}]\n"
-            user += ("\n\n" if user else "") + header
-            spans.append(Span(src, 0, len(user), len(user) + len(node.text)))
-            user += node.text
-        msgs = [{"role": "user", "content": user}]
-        if isinstance(prompts.get(agent), str):
-            msgs.insert(0, {"role": "system", "content": prompts[agent]})
-            spans = [Span(sp.source, 1, sp.start, sp.end) for sp in spans]
+        system = prompts.get(agent) if isinstance(prompts.get(agent), str) else None
+        user, spans = join_blocks([(src, "[question]\n" if src == q.id else f"[{trace.nodes[src].name}]\n",
+                                    trace.nodes[src].text) for src in range(q.id, len(trace.nodes))],
+                                  1 if system is not None else 0)
+        msgs = ([{"role": "system", "content": system}] if system is not None else []) + [
+            {"role": "user", "content": user}]
         trace.add(Node(id=-1, kind="call", name=agent, text=content, messages=msgs, spans=spans,
                        parents=list(range(q.id, len(trace.nodes))), meta=meta))
     labels = {k: log.get(k) for k in ("mistake_agent", "mistake_reason", "ground_truth", "question_ID", "level",

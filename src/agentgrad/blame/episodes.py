@@ -23,7 +23,6 @@ Topologies (``TOPOLOGIES``): ``chain`` (A -> B -> C -> D, each adding facts from
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import itertools
 import random
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.core.trace import Node, Span, Trace
+from agentgrad.core.trace import Node, Trace, join_blocks
 from agentgrad.errors import ConfigError
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
@@ -111,15 +110,14 @@ class _Builder:
         self.facts[node.id] = dict(facts)
         return node.id
 
+    def block(self, source: int) -> tuple[int, str, str]:
+        """How a source appears in a call's user message: under ``[from NAME]`` (the task: ``[task]``)."""
+        node = self.trace.nodes[source]
+        return source, (f"[from {node.name}]\n" if node.kind != "input" else "[task]\n"), node.text
+
     def call(self, agent: str, sources: list[int], keys: list[str]) -> int:
         """A call of ``agent`` reading ``sources`` and reporting ``keys`` (each copied from the source holding it)."""
-        user, spans = "", []
-        for s in sources:
-            node = self.trace.nodes[s]
-            header = f"[from {node.name}]\n" if node.kind != "input" else "[task]\n"
-            user += ("\n\n" if user else "") + header
-            spans.append(Span(s, 1, len(user), len(user) + len(node.text)))
-            user += node.text
+        user, spans = join_blocks([self.block(s) for s in sources], 1)
         system = f"You are {agent}. Report: {', '.join(keys)}."
         out: dict[str, str] = {}
         node_id = len(self.trace.nodes)
@@ -224,15 +222,7 @@ def _replay(b: _Builder, corrupt_at: int, key: str, wrong: str) -> None:
     for node in b.trace.nodes:  # re-render user messages from the (possibly changed) sources
         if node.kind != "call":
             continue
-        user, spans = "", []
-        for s in node.spans:
-            src = b.trace.nodes[s.source]
-            header = f"[from {src.name}]\n" if src.kind != "input" else "[task]\n"
-            user += ("\n\n" if user else "") + header
-            spans.append(Span(s.source, 1, len(user), len(user) + len(src.text)))
-            user += src.text
-        node.messages[1]["content"] = user
-        node.spans = spans
+        node.messages[1]["content"], node.spans = join_blocks([b.block(s.source) for s in node.spans], 1)
 
 
 def value_span(text: str, key: str) -> tuple[int, int] | None:
@@ -297,28 +287,14 @@ def generate(topology: str, fault: str | None, seed: int, split: str = "eval", l
     root_node = b.trace.nodes[root]
     truth = {"topology": topology, "fault": fault, "long": long, "key": key, "node": root, "agent": root_node.name,
              "kind": root_node.kind, "path": path[i:], "corrupted": {str(n): s for n, s in corrupted.items()},
-             "candidates": sorted({b.trace.nodes[n].name for n in _ancestors(b.trace, final)})}
+             "candidates": sorted({b.trace.nodes[n].name for n in b.trace.upstream(final)})}
     b.trace.meta["truth"] = truth
     return Episode(b.trace, loss, truth)
 
 
-def _ancestors(trace: Trace, node: int) -> set[int]:
-    """Call and tool nodes upstream of ``node`` (and ``node``): who could be blamed."""
-    seen, stack = set(), [node]
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        stack.extend(trace.nodes[n].parents)
-    return {n for n in seen if trace.nodes[n].kind in ("call", "tool")}
-
-
 def without_truth(trace: Trace) -> Trace:
     """A copy of ``trace`` without the generator's ground truth: what a blame method may see."""
-    d = copy.deepcopy(trace.to_dict())
-    d["meta"].pop("truth", None)
-    return Trace.from_dict(d)
+    return trace.without_meta("truth")
 
 
 def training_episodes(seed: int = 0) -> Iterator[Episode]:

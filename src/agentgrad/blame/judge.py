@@ -44,14 +44,8 @@ def make_judge(spec: str) -> Any:
 
 
 def steps_of(trace: Trace, target: int) -> list[int]:
-    """The calls and tool results upstream of ``target`` (itself included), in trace order."""
-    seen, stack = set(), [target]
-    while stack:
-        n = stack.pop()
-        if n not in seen:
-            seen.add(n)
-            stack.extend(trace.nodes[n].parents)
-    return sorted(n for n in seen if trace.nodes[n].kind in ("call", "tool"))
+    """The steps a judge reads: the calls and tool results upstream of ``target``, in trace order."""
+    return trace.upstream(target)
 
 
 def render_log(trace: Trace, steps: list[int], upto: int | None = None) -> str:

@@ -83,6 +83,11 @@ class BlameContext:
         self.forward_passes += f
         return value
 
+    def too_long(self) -> bool:
+        """Whether some call the methods needed was longer than the scorer's context (and skipped)."""
+        return any(k[0] == "gradient blame" and v[0].skipped and "context" in v[0].skipped
+                   for k, v in self._cache.items())
+
     @property
     def judge_requests(self) -> int:
         return self.judge.requests if self.judge is not None else 0

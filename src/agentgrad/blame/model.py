@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import shutil
 import tempfile
@@ -121,11 +122,10 @@ class _FreshBatches:
     """
 
     def __init__(self, tok: Any, cfg: BlameModelConfig, chunk_batches: int = 16):
-        import queue
         import threading
 
         self.tok, self.cfg, self.chunk_batches = tok, cfg, chunk_batches
-        self.queue: Any = queue.Queue(maxsize=4 * chunk_batches * max(cfg.reuse, 1))
+        self.queue: queue.Queue = queue.Queue(maxsize=4 * chunk_batches * max(cfg.reuse, 1))
         self.stop = threading.Event()
         threading.Thread(target=self._produce, daemon=True).start()
 
@@ -145,7 +145,7 @@ class _FreshBatches:
                     try:
                         self.queue.put(b, timeout=0.5)
                         break
-                    except Exception:  # full: the trainer is behind
+                    except queue.Full:  # the trainer is behind
                         continue
 
     def get(self) -> list[tuple[list[int], int]]:

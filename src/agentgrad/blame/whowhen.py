@@ -18,12 +18,11 @@ source; they are not measured here.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.blame.bench import wilson
+from agentgrad.blame.bench import top1_credit, wilson
 from agentgrad.blame.methods import BlameContext, get_blame_method
 from agentgrad.core.trace import Trace
 from agentgrad.files import RunFiles
@@ -52,20 +51,6 @@ def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
     return VerbalLoss(text, [final], "whowhen", {})
 
 
-def without_labels(trace: Trace) -> Trace:
-    d = copy.deepcopy(trace.to_dict())
-    d["meta"].pop("labels", None)
-    return Trace.from_dict(d)
-
-
-def _credit(values: list[Any], truth: Any, scores: list[float]) -> float:
-    if not values:
-        return 0.0
-    best = max(scores)
-    top = list(dict.fromkeys(v for v, s in zip(values, scores) if s == best))
-    return 1.0 / len(top) if truth in top else 0.0
-
-
 def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, judge: Any = None,
                 with_ground_truth: bool = True, out: Path | None = None, seed: int = 0,
                 on_log: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -75,7 +60,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
     records = []
     for i, tr in enumerate(traces):
         labels = tr.meta["labels"]
-        seen = without_labels(tr)
+        seen = tr.without_meta("labels")
         ctx = BlameContext(seen, whowhen_loss(tr, with_ground_truth), scorer, seed + i, judge)
         upstream = ctx.upstream()
         truth_agent = str(labels["mistake_agent"]).lower()
@@ -86,13 +71,11 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                        "step": 1 / max(len(upstream), 1)}}
         for m, fn in fns.items():
             ranking = fn(ctx)
-            scores = [b.score for b in ranking]
             rec["methods"][m] = {
-                "agent": _credit([b.agent.lower() for b in ranking], truth_agent, scores),
-                "step": _credit([b.node for b in ranking], labels["mistake_node"], scores),
+                "agent": top1_credit(ranking, truth_agent, lambda b: b.agent.lower()),
+                "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
                 "top": ranking[0].to_dict() if ranking else None}
-        rec["too_long"] = any(getattr(v[0], "skipped", None) and "context" in str(v[0].skipped)
-                              for k, v in ctx._cache.items() if k[0] == "gradient blame")
+        rec["too_long"] = ctx.too_long()
         records.append(rec)
         if files:
             files.write_json("logs", f"{tr.id}.json", data=rec)

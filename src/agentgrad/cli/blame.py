@@ -64,6 +64,13 @@ def bench_blame(
     console.print(f"written: {out}/metrics.json, {out}/episodes/")
 
 
+def _print_wide(table: Table) -> None:
+    """A table wide enough for every column, also when the output is a log file (80 columns by default)."""
+    from rich.console import Console
+
+    Console(width=max(console.width, 150)).print(table)
+
+
 def print_blame_table(metrics: dict) -> None:
     """Agent-level top-1 per method: overall with its 95% interval, then by topology and fault kind."""
     groups = metrics["groups"]
@@ -81,9 +88,7 @@ def print_blame_table(metrics: dict) -> None:
         row += [f"{groups[c][m]['agent_top1']['value']:.2f}" for c in cols]
         row.append(f"{groups['all'][m]['seconds']:.3f}")
         table.add_row(*row)
-    from rich.console import Console
-
-    Console(width=max(console.width, 150)).print(table)  # wide enough for every column, also in a log file
+    _print_wide(table)
 
 
 def blame_model_command(
@@ -169,9 +174,7 @@ def bench_whowhen(
         table.add_row(*row)
     table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
                                              for k in ("agent", "step")])
-    from rich.console import Console
-
-    Console(width=max(console.width, 150)).print(table)
+    _print_wide(table)
     console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
                   f"{m['groups']['all']['too_long']}")
     console.print(f"published (not measured here): best agent-level {PUBLISHED['best_agent_level']:.3f}, best "

@@ -7,6 +7,8 @@ language model), ``tool`` (one tool execution) or ``loss`` (added by later stage
 
 from __future__ import annotations
 
+import copy
+
 import contextvars
 import json
 import os
@@ -178,6 +180,23 @@ class Trace:
     def calls(self, agent: str | None = None) -> list[Node]:
         return [n for n in self.nodes if n.kind == "call" and (agent is None or n.name == agent)]
 
+    def upstream(self, node: int) -> list[int]:
+        """The call and tool nodes ``node`` depends on (itself included), in trace order: who could be blamed."""
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(self.nodes[n].parents)
+        return sorted(n for n in seen if self.nodes[n].kind in ("call", "tool"))
+
+    def without_meta(self, *keys: str) -> "Trace":
+        """A copy without the given ``meta`` entries (e.g. the labels a blame method may not see)."""
+        d = copy.deepcopy(self.to_dict())
+        for k in keys:
+            d["meta"].pop(k, None)
+        return Trace.from_dict(d)
+
     # --- serialisation --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -254,6 +273,17 @@ class Trace:
         except json.JSONDecodeError as e:
             raise TraceError(f"trace file {path} is not valid JSON (line {e.lineno}: {e.msg})") from None
         return cls.from_dict(d, where=f"trace file {path}")
+
+
+def join_blocks(blocks: list[tuple[int, str, str]], message: int) -> tuple[str, list[Span]]:
+    """One message made of ``(source node, header, text)`` blocks separated by a blank line, and the
+    span of each text in it (``message``: the index the message will have)."""
+    content, spans = "", []
+    for source, header, text in blocks:
+        content += ("\n\n" if content else "") + header
+        spans.append(Span(source, message, len(content), len(content) + len(text)))
+        content += text
+    return content, spans
 
 
 def current_trace() -> Trace | None:
