@@ -235,7 +235,7 @@ def _reading_judge(messages, tools):
     return "LOWER" if first is not None and first <= mid else "UPPER"
 
 
-def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama):
+def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama, monkeypatch):
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.models.fake import FakeModel
     from agentgrad.testing.server import OpenAICompatServer
@@ -263,6 +263,9 @@ def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama
         select_methods("judge:binary_search")
     rc, _, err = cli("bench", "blame", "--out", tmp_path / "D", "--methods", "judge")
     assert rc == 2 and "--judge" in err and len(err.strip().splitlines()) == 1
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    rc, _, err = cli("bench", "blame", "--out", tmp_path / "E", "--methods", "judge", "--judge", "openai:x")
+    assert rc == 1 and "no API key" in err and not (tmp_path / "E").exists()  # refused before anything is written
 
 
 def test_judge_reply_that_does_not_parse_is_asked_again_then_an_error():

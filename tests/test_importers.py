@@ -114,6 +114,11 @@ def test_cli_import_then_attribute(tmp_path, tiny_llama, capsys):
     err = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
     assert err[-1].startswith("error: nothing imported") or "nothing imported" in err[-1]
     assert main(["import", "yaml", str(src), "--out", str(tmp_path / "r3")]) == 2
+    assert main(["import", "chat", str(tmp_path), "--out", str(tmp_path / "r4")]) == 2  # a folder, not a file
+    (tmp_path / "bin.tgz").write_bytes(bytes(range(256)))
+    assert main(["import", "whowhen", str(tmp_path / "bin.tgz"), "--out", str(tmp_path / "r5")]) == 2
+    assert "not a .tar.gz archive" in capsys.readouterr().err
+    assert not (tmp_path / "r4").exists() and not (tmp_path / "r5").exists()
 
 
 # --- the Who&When benchmark ------------------------------------------------------------------------

@@ -406,8 +406,10 @@ def _whowhen_members(path: Path) -> Iterator[tuple[str, str, Any]]:
     """(subset, file stem, parsed JSON or the _Bad that reading it raised) of every log in the archive."""
     try:
         tar = tarfile.open(path)
-    except (OSError, tarfile.TarError) as e:
-        raise ConfigError(f"cannot read the Who&When archive {path}: {e}") from None
+    except FileNotFoundError:
+        raise ConfigError(f"the Who&When archive {path} does not exist") from None
+    except (OSError, tarfile.TarError):
+        raise ConfigError(f"cannot read the Who&When archive {path}: not a .tar.gz archive") from None
     with tar:
         for m in sorted(tar.getmembers(), key=lambda m: m.name):
             parts = m.name.split("/")

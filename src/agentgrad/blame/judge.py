@@ -40,7 +40,9 @@ def make_judge(spec: str) -> Any:
     if not spec.strip():
         raise ConfigError("--judge needs a model, e.g. openai:gpt-4o-mini@http://localhost:8000/v1")
     ms = model_spec_from_value(spec)
-    return create_model("judge", ms.backend, **ms.options())
+    model = create_model("judge", ms.backend, **ms.options())
+    getattr(model, "check", lambda: None)()  # a missing key fails here, before anything is written
+    return model
 
 
 def steps_of(trace: Trace, target: int) -> list[int]:

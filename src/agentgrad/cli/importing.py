@@ -24,6 +24,8 @@ def import_command(
     from agentgrad.files import NameRegistry, RunFiles, check_new_output
     from agentgrad.importers import import_logs
 
+    if src is not None and not src.is_file():
+        raise ConfigError(f"import {fmt}: {src} is {'a directory' if src.is_dir() else 'missing'}; give a file")
     check_new_output(out, overwrite, "dir", protect=[src] if src else None)
     with console.status(f"importing {fmt}"):
         result = import_logs(fmt, src, subset)

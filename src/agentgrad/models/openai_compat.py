@@ -89,6 +89,10 @@ class OpenAIModel:
     def describe(self) -> dict[str, Any]:
         return {"backend": "openai", "model": self.options.model, "base_url": self.base_url}
 
+    def check(self) -> None:
+        """Raise now what the first request would: no API key and no server given."""
+        self._key()
+
     def _key(self) -> str:
         key = self.options.api_key or os.environ.get(self.options.api_key_env)
         if key:
