@@ -22,6 +22,10 @@ def _data_skips(terminalreporter):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Say plainly why data tests were skipped; with AGENTGRAD_REQUIRE_DATA=1 (CI) that is a failure."""
+    browser = [r for r in terminalreporter.stats.get("skipped", []) if "browser tests:" in str(getattr(r, "longrepr", ""))]
+    if browser:
+        terminalreporter.write_line(
+            f"{len(browser)} browser tests of the HTML report were skipped: {str(browser[0].longrepr[-1])}", yellow=True)
     skipped = _data_skips(terminalreporter)
     if skipped:
         terminalreporter.write_line(
@@ -61,6 +65,16 @@ def tiny_qwen3(tmp_path_factory):
     from agentgrad.testing import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3"), arch="qwen3")
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """One ``agentgrad demo`` run for the session (tests read it; those that write go beside it)."""
+    from agentgrad.cli import main
+
+    out = tmp_path_factory.mktemp("demo") / "R"
+    assert main(["demo", "--out", str(out)]) == 0
+    return out
 
 
 def assert_spans_exact(trace):

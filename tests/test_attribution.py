@@ -135,6 +135,11 @@ def test_token_ranges_decode_to_source_text(tiny_llama, tiny_qwen3):
                         decoded = sc.tokenizer.decode(res.input_ids[a:b])
                         inner = sc.tokenizer.decode(res.input_ids[a + 1 : b - 1]) if b - a > 2 else ""
                         assert inner in text and text in decoded or decoded == text, (decoded, text)
+                    # per-token characters (what the report's heat map draws) tile the span exactly
+                    chars = src.chars
+                    assert len(chars) == len(src.positions) and all(c is not None for c in chars)
+                    assert "".join(node.messages[m]["content"][a:b] for m, a, b in chars) == text
+                    assert all(b > a for _, a, b in chars)
                 o_s, o_e = res.output_token_range
                 out_text = sc.tokenizer.decode(res.input_ids[o_s:o_e])
                 assert node.text in out_text or out_text in node.text
@@ -192,6 +197,22 @@ def test_weights_match_independent_computation_on_cli_json(tmp_path, tiny_qwen3)
             best = max(inc, key=lambda e: e["weights"]["max_l1"])
             assert [e for e in d["kept_edges"] if e["target"] == node["node_id"]][0]["source"] == best["source"]
     assert checked == 4 * 4 * 4  # 4 traces x 4 sources x 4 weights
+    # --prompt-weights: each call's own prompt scored like a source, against the same independent pass,
+    # and the sources' weights unchanged by the longer gradient region
+    attr2 = tmp_path / "attr2"
+    assert main(["attribute", str(out), "--scorer", str(tiny_qwen3), "--out", str(attr2), "--prompt-weights"]) == 0
+    for f in files:
+        d, d2 = json.loads(f.read_text()), json.loads((attr2 / f.name).read_text())
+        assert d2["scorer"]["prompt_weights"] is True
+        for node, node2 in zip(d["nodes"], d2["nodes"]):
+            p = node2["prompt"]
+            assert p["kind"] == "prompt" and p["source"] == node2["node_id"] and len(p["token_scores"]["chars"]) == len(p["token_scores"]["positions"])
+            want = independent_weights(model, node2["input_ids"], node2["output_token_range"], p["token_ranges"])
+            for k, v in want.items():
+                assert close(p["weights"][k], v, 1e-3), (k, p["weights"][k], v)
+            for src, src2 in zip(node["sources"], node2["sources"]):
+                for k in ("mean_l1", "max_l1"):
+                    assert close(src["weights"][k], src2["weights"][k], 1e-4)
 
 
 def test_gradient_matches_finite_differences(tmp_path, monkeypatch):

@@ -175,6 +175,14 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
     assert rc == 0, err
     metrics = json.loads((tmp_path / "B" / "metrics.json").read_text())
     assert metrics["episodes"] == 1 and "last" in out
+    # each episode's trace and whole-output attribution are kept for the report
+    ep = next((tmp_path / "B" / "episodes").glob("*.json")).name
+    att = json.loads((tmp_path / "B" / "attribution" / ep).read_text())
+    assert (tmp_path / "B" / "traces" / ep).exists() and att["trajectories"] and att["loss"]["targets"]
+    from agentgrad.report.html import render_report
+
+    html, info = render_report(tmp_path / "B")
+    assert info["shown"] == 1 and "Planted fault: agent" in html and "agent top-1 [95% CI]" in html
     for args, msg in [(["--topology", "ring"], "unknown topology"), (["--scorer", str(tmp_path)], "not a model folder"),
                       (["--methods", "bogus"], "unknown blame method"), (["--episodes", "0"], "--episodes")]:
         rc, _, err = cli("bench", "blame", "--out", tmp_path / "C", *args)

@@ -207,6 +207,11 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
     rec = json.loads((out / "logs" / "hand-1.json").read_text())
     assert rec["methods"]["gbc:mean_l1:whole:maxw"]["top"] is not None  # the whole log was attributed
     assert "published (not measured here)" in capsys.readouterr().out
+    # the report: every method side by side, and every log's truth against each method's pick
+    from agentgrad.report.html import render_report
+
+    html, info = render_report(out)
+    assert info["episodes"] == 3 and "Who&amp;When logs (3)" in html and "gbc:mean_l1:whole:maxw" in html
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "C")]) == 2
     assert "--scorer" in capsys.readouterr().err
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "D"), "--methods", "last",

@@ -329,6 +329,15 @@ def test_cli_optimize_on_tiny_model(tmp_path):
     result = json.loads((out / "result.json").read_text())
     assert result["eval"]["dialogues"] == 1 and (out / "eval" / "predictions.json").exists()
     assert main(["bench", "multiwoz", "optimize", "--system", "gold", "--out", str(tmp_path / "g")]) == 2
+    # the same protocol with target back-propagation (scripted targets without --optimizer-model)
+    tgt = tmp_path / "tgt"
+    assert main(["bench", "multiwoz", "optimize", "--system", "multi", "--model", "tiny", "--samples", "1",
+                 "--step-every", "1", "--n", "1", "--optimizer", "target", "--out", str(tgt)]) == 0
+    rec = json.loads(next((tgt / "train" / "attribution").glob("*.json")).read_text())
+    assert rec["targets"] and all(isinstance(t, str) and t for t in rec["targets"].values())
+    assert "optimizer_kind: target" in (tgt / "train" / "config.yaml").read_text()
+    assert main(["bench", "multiwoz", "optimize", "--system", "multi", "--model", "tiny", "--optimizer", "x",
+                 "--out", str(tmp_path / "x")]) == 2
 
 
 # --- fidelity with the standard evaluator ----------------------------------------------------------

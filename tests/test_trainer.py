@@ -19,13 +19,6 @@ def events(run):
     return [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines() if l.strip()]
 
 
-@pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo") / "R"
-    assert main(["demo", "--out", str(out)]) == 0
-    return out
-
-
 def test_demo_writes_the_whole_run_directory(demo_run):
     R = demo_run
     assert len(list((R / "traces").glob("*.json"))) == 9

@@ -41,3 +41,7 @@ class TraceError(AgentgradError):
 
 class RunError(AgentgradError):
     """A run directory cannot be written or resumed as asked."""
+
+
+class ReportError(AgentgradError):
+    """What was given to ``report`` is not a run directory or trace it can show."""

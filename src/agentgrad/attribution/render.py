@@ -33,6 +33,43 @@ class RenderedCall:
     method: str = "placeholder"  # how message offsets were found
     output_char_start: int = 0  # where the output begins in ``text``
     offsets: list[tuple[int, int]] = field(default_factory=list)  # character range of every token
+    message_starts: list[int] = field(default_factory=list)  # where each message's content begins in ``text``
+
+    def prompt_tokens(self, node: Node) -> dict[int, tuple[int, int, int]]:
+        """The tokens of the call's prompt (its first system message, less any span in it):
+        position -> (message, start, end), as :meth:`token_chars`. Empty without a system message."""
+        i = next((k for k, m in enumerate(node.messages) if m.get("role") == "system"), None)
+        if i is None or i >= len(self.message_starts):
+            return {}
+        content = node.messages[i].get("content") or ""
+        base = self.message_starts[i]
+        ends = [e for _, e in self.offsets]
+        taken = {t for ranges in self.source_ranges.values() for a, b in ranges for t in range(a, b)}
+        first, last = char_to_token_range(self.offsets, ends, base, base + len(content))
+        out: dict[int, tuple[int, int, int]] = {}
+        for t in range(first, last):
+            ca, cb = max(self.offsets[t][0], base), min(self.offsets[t][1], base + len(content))
+            if cb > ca and t not in taken:
+                out[t] = (i, ca - base, cb - base)
+        return out
+
+    def token_chars(self, node: Node, source: int) -> dict[int, tuple[int, int, int]]:
+        """Token position -> (message, start, end): the characters of ``node``'s message that the
+        token covers within a span of ``source`` (a token that a BPE merge shares with text outside
+        the span is clipped to the span)."""
+        out: dict[int, tuple[int, int, int]] = {}
+        ends = [e for _, e in self.offsets]
+        for s in node.spans:
+            if s.source != source:
+                continue
+            base = self.message_starts[s.message]
+            a, b = base + s.start, base + s.end
+            first, last = char_to_token_range(self.offsets, ends, a, b)
+            for t in range(first, last):
+                ca, cb = max(self.offsets[t][0], a), min(self.offsets[t][1], b)
+                if cb > ca and t not in out:
+                    out[t] = (s.message, ca - base, cb - base)
+        return out
 
     def output_tokens_for(self, chars: list[tuple[int, int]]) -> list[int]:
         """Output token positions overlapping the given character ranges of the output text."""
@@ -140,4 +177,5 @@ def render_call(tok: Any, node: Node) -> RenderedCall:
         method=method,
         output_char_start=out_start,
         offsets=offsets,
+        message_starts=starts[:-1],
     )

@@ -41,6 +41,7 @@ class SourceAttribution:
     positions: list[int] = field(default_factory=list)  # the source's token positions (union of ranges)
     l1: list[float] = field(default_factory=list)  # ||g_t||_1 per position
     gxi: list[float] = field(default_factory=list)  # g_t . e_t per position
+    chars: list[tuple[int, int, int] | None] = field(default_factory=list)  # (message, start, end) per position
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,7 +50,8 @@ class SourceAttribution:
             "name": self.name,
             "token_ranges": [list(r) for r in self.token_ranges],
             "weights": self.weights,
-            "token_scores": {"positions": self.positions, "l1": self.l1, "gxi": self.gxi},
+            "token_scores": {"positions": self.positions, "l1": self.l1, "gxi": self.gxi,
+                             "chars": [list(c) if c else None for c in self.chars]},
         }
 
 
@@ -69,9 +71,11 @@ class NodeAttribution:
     seconds: float = 0.0
     skipped: str | None = None
     render: str = "placeholder"
+    prompt: SourceAttribution | None = None  # the call's own prompt scored like a source (prompt_weights)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {"prompt": self.prompt.to_dict()} if self.prompt is not None else {}
+        return {**extra, 
             "node_id": self.node_id,
             "agent": self.agent,
             "input_ids": self.input_ids,
@@ -85,6 +89,17 @@ class NodeAttribution:
             "skipped": self.skipped,
             "render": self.render,
         }
+
+
+def _runs(positions: list[int]) -> list[tuple[int, int]]:
+    """Sorted positions as [start, end) ranges of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for t in positions:
+        if out and out[-1][1] == t:
+            out[-1] = (out[-1][0], t + 1)
+        else:
+            out.append((t, t + 1))
+    return out
 
 
 def rewrap_cache(cache: Any) -> Any:
@@ -114,6 +129,9 @@ class Scorer:
         attn_implementation: passed to ``from_pretrained``. With ``eager`` the cached and naive
             paths are bitwise equal; with ``sdpa`` (the default) they differ by kernel rounding
             (about 1e-6 relative per token gradient in fp32).
+        prompt_weights: also score each call's own prompt (its system message) like a source, for
+            the credit split (:mod:`agentgrad.credit`); its tokens then take gradients too, so the
+            prefix cache covers only the template's header.
     """
 
     def __init__(
@@ -130,6 +148,7 @@ class Scorer:
         cache_bytes: int = 2 * 2**30,
         max_context: int | None = None,
         attn_implementation: str | None = None,
+        prompt_weights: bool = False,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -157,10 +176,11 @@ class Scorer:
         self._cache: OrderedDict[tuple[int, ...], Any] = OrderedDict()
         self._cache_nbytes: dict[tuple[int, ...], int] = {}
         self.cache_stats = {"hits": 0, "misses": 0}
+        self.prompt_weights = prompt_weights
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "dtype": self.dtype, "device": str(self.device), "mode": self.mode,
-                "max_context": self.max_context}
+                "max_context": self.max_context, "prompt_weights": self.prompt_weights}
 
     @property
     def device(self) -> Any:
@@ -193,15 +213,26 @@ class Scorer:
             sources = [self._source(trace, src, ranges, [], None, None, 0) for src, ranges in r.source_ranges.items()]
             return NodeAttribution(sources=sources, skipped=reason, **base)
         targets = r.output_tokens_for(target_chars) if target_chars else None
-        grads, embeds, start, log_prob, hit = self._gradients(r, targets or None)
+        prompt_pos = r.prompt_tokens(node) if self.prompt_weights else {}
+        first = min(prompt_pos) if prompt_pos else None
+        grads, embeds, start, log_prob, hit = self._gradients(r, targets or None, first)
         # grads, embeds: (T - start, H) for positions start .. T-1. The reductions over the hidden
         # dimension run in float64: g . e sums terms that largely cancel.
         g64 = grads.double()
         l1 = g64.abs().sum(-1)  # (T - start,)
         gxi = (g64 * embeds.double()).sum(-1)  # (T - start,)
-        sources = [self._source(trace, src, ranges, ranges, l1, gxi, start) for src, ranges in r.source_ranges.items()]
+        sources = [self._source(trace, src, ranges, ranges, l1, gxi, start, r.token_chars(node, src))
+                   for src, ranges in r.source_ranges.items()]
+        prompt = None
+        if prompt_pos:
+            pos = sorted(prompt_pos)
+            l1v, gxv = [float(l1[t - start]) for t in pos], [float(gxi[t - start]) for t in pos]
+            prompt = SourceAttribution(source=node.id, kind="prompt", name=node.name, token_ranges=_runs(pos),
+                                       weights=connection_weights(l1v, gxv), positions=pos, l1=l1v, gxi=gxv,
+                                       chars=[prompt_pos[t] for t in pos])
         return NodeAttribution(
             sources=sources,
+            prompt=prompt,
             prefix_tokens=start,
             cache_hit=hit,
             log_prob=float(log_prob),
@@ -209,7 +240,8 @@ class Scorer:
             **base,
         )
 
-    def _source(self, trace: Trace, src: int, ranges, scored_ranges, l1, gxi, start: int) -> SourceAttribution:
+    def _source(self, trace: Trace, src: int, ranges, scored_ranges, l1, gxi, start: int,
+                chars: dict[int, tuple[int, int, int]] | None = None) -> SourceAttribution:
         positions = sorted({t for a, b in scored_ranges for t in range(a, b)})
         l1v = [float(l1[t - start]) for t in positions] if l1 is not None else []
         gxv = [float(gxi[t - start]) for t in positions] if gxi is not None else []
@@ -217,16 +249,19 @@ class Scorer:
         return SourceAttribution(
             source=src, kind=node.kind, name=node.name, token_ranges=list(ranges),
             weights=connection_weights(l1v, gxv), positions=positions, l1=l1v, gxi=gxv,
+            chars=[(chars or {}).get(t) for t in positions] if l1 is not None else [],
         )
 
-    def _gradients(self, r: RenderedCall, targets: list[int] | None = None) -> tuple[Any, Any, int, float, bool]:
+    def _gradients(self, r: RenderedCall, targets: list[int] | None = None,
+                   first: int | None = None) -> tuple[Any, Any, int, float, bool]:
+        """Gradients at positions ``start`` .. T-1: from the first span (or ``first``, when earlier)."""
         import torch
 
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
         o_s, o_e = r.output_range
         n_out = o_e - o_s
         emb = self.model.get_input_embeddings()
-        start = r.variable_start if self.mode == "cached" else 0
+        start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
         hit = False
         past = None
         if start > 0:

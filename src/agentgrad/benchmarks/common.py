@@ -125,22 +125,24 @@ def make_scorer(models: dict[str, LanguageModel], scorer: str | None = None, dty
                   max_context=model.max_context)
 
 
-def make_optimizer(value: str | None, max_chars: int = 24000, max_new_tokens: int = 4096) -> Any:
-    """An LLM optimizer on the model ``value`` (as ``--model`` takes it), else the deterministic one."""
+def make_optimizer(value: str | None, kind: str = "verbal", max_chars: int = 24000, max_new_tokens: int = 4096) -> Any:
+    """The ``kind`` optimizer (verbal or target) on the model ``value`` (as ``--model`` takes it),
+    else without an LLM (deterministic prompt edits, scripted targets)."""
     from agentgrad.config import model_spec_from_value
-    from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
+    from agentgrad.optim.targets import optimizer_for
 
-    if not value:
-        return DeterministicOptimizer(max_chars=max_chars)
-    spec = model_spec_from_value(value)
-    return PromptOptimizer(create_model("optimizer", spec.backend, **spec.options()), max_chars=max_chars,
-                           settings=GenerationSettings(max_new_tokens=max_new_tokens))
+    model = None
+    if value:
+        spec = model_spec_from_value(value)
+        model = create_model("optimizer", spec.backend, **spec.options())
+    return optimizer_for(kind, model, max_chars=max_chars, max_new_tokens=max_new_tokens)
 
 
 def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, resume: bool, method: str,
                         trainer_cfg: Any, scorer: str | None, optimizer: str | None, digest: str,
                         config: dict[str, Any], evaluate: Callable[[Any, dict[str, str]], dict[str, Any]],
-                        on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+                        on_event: Callable[[dict[str, Any]], None] | None = None,
+                        optimizer_kind: str = "verbal") -> dict[str, Any]:
     """A benchmark's optimisation protocol: train into ``out/train``, evaluate the final prompts into ``out/eval``.
 
     ``evaluate(run_dir, prompts)`` runs the benchmark's evaluation with those prompts. Both stages
@@ -152,10 +154,12 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     from agentgrad.runs.rundir import RunDir
 
     get_method(method)
+    optim = make_optimizer(optimizer, optimizer_kind)  # an unknown kind fails before anything is written
     train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
     train_dir.started(digest)
-    train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer})
-    trainer = Trainer(task, make_scorer(models, scorer), make_optimizer(optimizer), trainer_cfg, train_dir, method, 1,
+    train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer,
+                                     "optimizer_kind": optimizer_kind})
+    trainer = Trainer(task, make_scorer(models, scorer), optim, trainer_cfg, train_dir, method, 1,
                       16, digest, on_event)
     final = trainer.fit()
     eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())

@@ -126,8 +126,10 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                     }
                 if scorer is not None:
                     rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
+                rec["loss"] = ep.loss.to_dict()
                 records.append(rec)
                 if files:
+                    _write_episode(files, trace, ep.loss, ctx, scorer, seed)
                     files.write_json("episodes", f"{ep.trace.id}.json", data=rec)
                 if on_episode:
                     on_episode(rec)
@@ -135,6 +137,24 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
     if files:
         files.write_json("metrics.json", data=metrics)
     return metrics
+
+
+def _write_episode(files: RunFiles, trace: Any, loss: Any, ctx: BlameContext, scorer: Any, seed: int) -> None:
+    """The episode's trace (as the methods saw it) and, when a scorer ran, its whole-output
+    attribution with the top-1 trajectories, for ``agentgrad report``."""
+    from agentgrad.attribution.io import attribution_record
+    from agentgrad.attribution.scorer import build_graph
+    from agentgrad.backward import backward
+
+    rel = f"traces/{trace.id}.json"
+    files.write_json("traces", f"{trace.id}.json", data=trace.to_dict())
+    results = ctx.whole_attributions() if scorer is not None else []
+    if results:
+        graph = build_graph(trace, results)
+        att = attribution_record(trace, results, graph, scorer, "mean_l1", 1, seed, rel)
+        att["loss"] = loss.to_dict()
+        att["trajectories"] = [t.to_dict() for t in backward(graph, loss, 1, "mean_l1", seed)]
+        files.write_json("attribution", f"{trace.id}.json", data=att)
 
 
 def _check_setup(out: Path, setup: dict[str, Any], resume: bool) -> None:

@@ -88,6 +88,11 @@ class BlameContext:
         return any(k[0] == "gradient blame" and v[0].skipped and "context" in v[0].skipped
                    for k, v in self._cache.items())
 
+    def whole_attributions(self) -> list[Any]:
+        """The whole-output attributions the methods computed (the paper's objective), in node order."""
+        found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2]}
+        return [found[n] for n in sorted(found)]
+
     @property
     def judge_requests(self) -> int:
         return self.judge.requests if self.judge is not None else 0

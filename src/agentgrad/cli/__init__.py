@@ -17,7 +17,9 @@ from rich.markup import escape
 from agentgrad.cli import blame as _blame  # noqa: F401  (registers bench blame)
 from agentgrad.cli import core as _core  # noqa: F401  (registers run, attribute, optimize, demo, ...)
 from agentgrad.cli import importing as _importing  # noqa: F401  (registers import)
+from agentgrad.cli import report as _report  # noqa: F401  (registers report)
 from agentgrad.cli._common import app, bench_app, console, err_console, trace_app
+from agentgrad.cli.export import export_app
 from agentgrad.cli.multiwoz import data_app, multiwoz_app
 from agentgrad.cli.taubench import taubench_app
 from agentgrad.cli.testing import testing_app
@@ -30,6 +32,7 @@ bench_app.add_typer(multiwoz_app, name="multiwoz")
 app.add_typer(data_app, name="data")
 app.add_typer(bench_app, name="bench")
 app.add_typer(trace_app, name="trace")
+app.add_typer(export_app, name="export")
 app.add_typer(testing_app, name="testing")
 
 __all__ = ["app", "console", "main"]

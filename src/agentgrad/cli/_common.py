@@ -119,6 +119,17 @@ _SCORER = typer.Option(None, "--scorer", help="White-box scorer folder or hub id
                                               "when local).")
 _OPTIMIZER = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same forms as --model; "
                                                           "default: deterministic).")
+_OPTIMIZER_KIND = typer.Option("verbal", "--optimizer", help="verbal (the paper's: the loss walked back) or target "
+                                                            "(target back-propagation).")
+
+
+def _check_optimizer_kind(kind: str) -> None:
+    from agentgrad.optim.targets import OPTIMIZER_KINDS
+
+    if kind not in OPTIMIZER_KINDS:
+        raise ConfigError(f"--optimizer takes {' or '.join(OPTIMIZER_KINDS)}, got {kind!r}")
+
+
 _RESUME_RUN = typer.Option(False, "--resume", help="Continue an interrupted run.")
 
 

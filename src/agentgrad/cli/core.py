@@ -79,6 +79,8 @@ def attribute(
     naive: bool = typer.Option(False, "--naive", help="Reference path: no prefix cache."),
     on_too_long: str = typer.Option("error", "--on-too-long", help="error, or skip (recorded as skipped)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out (never the traces read)."),
+    prompt_weights: bool = typer.Option(False, "--prompt-weights",
+                                        help="Also score each call's own prompt like a source (for credit)."),
 ) -> None:
     """Connection weights of every call in a trace (GBC), and the kept edges."""
     from agentgrad.attribution.io import attribute_trace_file, trace_files
@@ -96,7 +98,8 @@ def attribute(
     check_new_output(out, overwrite, "dir" if target.is_dir() else "file", protect)
     n_calls = sum(len(Trace.load(f).calls()) for f in files)  # every trace is valid before anything is written
     with console.status(f"loading scorer {scorer}"):
-        sc = Scorer(scorer, dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long)
+        sc = Scorer(scorer, dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long,
+                    prompt_weights=prompt_weights)
     outs = [out] if not target.is_dir() else [out / f.name for f in files]
     with _progress() as progress:
         task = progress.add_task("call nodes", total=n_calls)
@@ -127,13 +130,15 @@ def optimize(
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory from its checkpoint."),
     model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
     method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Override the optimizer: verbal or target."),
 ) -> None:
     """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
     from agentgrad.optim.run import run_optimize
 
     if (out is None) == (resume is None):
         raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
-    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console)
+    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console,
+                 optimizer_kind=optimizer)
 
 
 @app.command()
@@ -158,6 +163,10 @@ def demo(
     run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
                  method=None, console=console)
     console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    from agentgrad.report.html import write_report
+
+    res = write_report(out)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
 
 
 @app.command("backends")

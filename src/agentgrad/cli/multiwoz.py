@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _RESUME_RUN, _SCORER, _TAU_MODEL,
-                                  _TAU_PROMPTS, _WOZ_N, _WOZ_SEED, _WOZ_SYSTEM, _check_new_run, _dialogue_progress,
+from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
+                                  _TAU_MODEL, _TAU_PROMPTS, _WOZ_N, _WOZ_SEED, _WOZ_SYSTEM, _check_new_run, _dialogue_progress,
                                   _open_run, _print_woz_metrics, _training_printer, console)
 from agentgrad.errors import ConfigError
 
@@ -84,6 +84,7 @@ def multiwoz_optimize(
     train_seed: int = typer.Option(0, "--train-seed", help="Which training dialogues are sampled."),
     scorer: Optional[str] = _SCORER,
     optimizer: Optional[str] = _OPTIMIZER,
+    optimizer_kind: str = _OPTIMIZER_KIND,
     n: int = _WOZ_N,
     seed: int = _WOZ_SEED,
     resume: bool = _RESUME_RUN,
@@ -95,6 +96,7 @@ def multiwoz_optimize(
 
     opts = WozOptions(system, str(prompts) if prompts else None, list(model), "test", n, seed,
                       str(data_dir) if data_dir else None)
+    _check_optimizer_kind(optimizer_kind)
     _check_new_run(out, resume)
     with console.status("loading data and models"):
         setup = WozSetup(opts)
@@ -104,7 +106,7 @@ def multiwoz_optimize(
     progress, on_dialogue = _dialogue_progress(total)
     with progress:
         result = optimize(setup, out, resume, method, samples, step_every, train_seed, scorer, optimizer, on_event,
-                          on_dialogue, concurrency)
+                          on_dialogue, concurrency, optimizer_kind)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train JGA {100 * t['train_score']:.1f}")
     _print_woz_metrics(result["eval"])

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _RESUME_RUN, _SCORER, _TAU_MODEL,
-                                  _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
+from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
+                                  _TAU_MODEL, _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
                                   _TAU_MAX_STEPS, _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
                                   console, err_console)
 
@@ -86,6 +86,7 @@ def taubench_optimize(
     seed: int = typer.Option(0, "--seed", help="Which training tasks are sampled, and tie-breaking."),
     scorer: Optional[str] = _SCORER,
     optimizer: Optional[str] = _OPTIMIZER,
+    optimizer_kind: str = _OPTIMIZER_KIND,
     split: str = _TAU_SPLIT,
     tasks: Optional[str] = _TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
@@ -99,6 +100,7 @@ def taubench_optimize(
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, optimize
 
+    _check_optimizer_kind(optimizer_kind)
     opts = _tau_options(system, prompts, model, user_model, None, split, tasks, trials, max_steps, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
     _check_new_run(out, resume)
@@ -109,7 +111,7 @@ def taubench_optimize(
     progress, on_episode = _episode_progress(n * trials)
     with progress:
         result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode,
-                          concurrency)
+                          concurrency, optimizer_kind)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
     _print_tau_metrics(result["eval"])

@@ -23,13 +23,15 @@ class ScorerConfig(BaseModel):
     dtype: str = "float32"
     device: str = "cpu"
     on_too_long: Literal["error", "skip"] = "skip"
+    prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.credit)")
 
 
 class OptimizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["deterministic", "llm"] = "deterministic"
-    model: str | None = Field(None, description="name of a model under models: (llm optimizer)")
+    kind: Literal["deterministic", "llm", "target"] = "deterministic"
+    model: str | None = Field(None, description="name of a model under models: (llm optimizer; target: "
+                                                "the target writer and prompt rewriter, else scripted)")
     max_attempts: int = Field(3, ge=1)
     max_chars: int = Field(8000, ge=100)
     max_new_tokens: int = Field(4096, ge=16)

@@ -35,6 +35,7 @@ class StepInput:
     losses: list[VerbalLoss]
     excerpts: dict[str, list[str]] = field(default_factory=dict)  # agent -> its outputs on failure paths
     history: list[dict[str, Any]] = field(default_factory=list)
+    pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target): target optimizer
 
 
 @dataclass
@@ -121,21 +122,27 @@ class PromptOptimizer:
         return [{"role": "system", "content": T.OPTIMIZER_SYSTEM}, {"role": "user", "content": user}]
 
     def step(self, inp: StepInput) -> StepResult:
-        msgs = self.messages(inp)
-        errors: list[str] = []
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                reply = self.model.generate(msgs, None, self.settings).text
-            except AgentgradError as e:  # the optimizer model failed: skip the step, keep the run
-                errors.append(f"optimizer model failed: {e}")
-                break
-            try:
-                return StepResult(validate_update(parse_reply(reply), inp, self.max_chars), attempt, errors)
-            except UpdateError as e:
-                errors.append(str(e))
-                msgs = msgs + [{"role": "assistant", "content": reply},
-                               {"role": "user", "content": T.OPTIMIZER_RETRY.format(error=e, blamed=", ".join(inp.blamed))}]
-        return StepResult({}, len(errors), errors, skipped=True)
+        return ask_for_prompts(self.model, self.messages(inp), inp, self.max_attempts, self.max_chars, self.settings)
+
+
+def ask_for_prompts(model: LanguageModel, msgs: list[dict[str, Any]], inp: StepInput, max_attempts: int,
+                    max_chars: int, settings: GenerationSettings) -> StepResult:
+    """New prompts from an LLM: its reply validated, a rejected one retried with the reason; after
+    ``max_attempts`` (or a failure of the model) the step is skipped and the run goes on."""
+    errors: list[str] = []
+    for attempt in range(1, max_attempts + 1):
+        try:
+            reply = model.generate(msgs, None, settings).text
+        except AgentgradError as e:  # the optimizer model failed: skip the step, keep the run
+            errors.append(f"optimizer model failed: {e}")
+            break
+        try:
+            return StepResult(validate_update(parse_reply(reply), inp, max_chars), attempt, errors)
+        except UpdateError as e:
+            errors.append(str(e))
+            msgs = msgs + [{"role": "assistant", "content": reply},
+                           {"role": "user", "content": T.OPTIMIZER_RETRY.format(error=e, blamed=", ".join(inp.blamed))}]
+    return StepResult({}, len(errors), errors, skipped=True)
 
 
 def add_warning(prompt: str, bullets: list[str]) -> str:

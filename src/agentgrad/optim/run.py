@@ -13,11 +13,10 @@ from agentgrad.attribution.weights import get_method
 from agentgrad.config import apply_model_override
 from agentgrad.core.graph_system import topological_levels
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import GenerationSettings
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model
 from agentgrad.optim.config import OptimizeConfig, load_optimize_config, resolve_system
-from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
+from agentgrad.optim.targets import optimizer_for
 from agentgrad.optim.tasks import get_task
 from agentgrad.optim.trainer import Trainer
 from agentgrad.runs.rundir import RunDir, check_run_dir
@@ -25,7 +24,7 @@ from agentgrad.runs.rundir import RunDir, check_run_dir
 
 def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
     sc = cfg.scorer
-    kw = dict(mode="cached", on_too_long=sc.on_too_long)
+    kw = dict(mode="cached", on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights)
     if sc.path:
         return Scorer(sc.path, dtype=sc.dtype, device=sc.device, **kw)
     model = models.get(sc.model or "")
@@ -38,20 +37,29 @@ def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
 
 
 def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
+    """kind ``deterministic`` (no LLM), ``llm`` (an LLM rewrites prompts from the verbal loss), or
+    ``target`` (target back-propagation; on ``model`` when given, else scripted targets)."""
     oc = cfg.optimizer
-    if oc.kind == "deterministic":
-        return DeterministicOptimizer(max_chars=oc.max_chars)
-    if not oc.model or oc.model not in models:
+    needs_model = oc.kind == "llm" or (oc.kind == "target" and oc.model)
+    if needs_model and (not oc.model or oc.model not in models):
         raise ConfigError(f"optimizer.model {oc.model!r} is not a model under models: ({', '.join(models)})")
-    return PromptOptimizer(models[oc.model], oc.max_attempts, oc.max_chars,
-                           GenerationSettings(max_new_tokens=oc.max_new_tokens))
+    model = models[oc.model] if needs_model else None
+    return optimizer_for("target" if oc.kind == "target" else "verbal", model, oc.max_attempts, oc.max_chars,
+                         oc.max_new_tokens)
 
 
 def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], method: str | None,
-                 console: Console) -> dict[str, Any]:
+                 console: Console, optimizer_kind: str | None = None) -> dict[str, Any]:
     cfg, base = load_optimize_config(config)
     if method:
         cfg.scorer.method = method
+    if optimizer_kind == "target":
+        cfg.optimizer.kind = "target"
+    elif optimizer_kind == "verbal":
+        cfg.optimizer.kind = ("llm" if cfg.optimizer.model else "deterministic") if cfg.optimizer.kind == "target" \
+            else cfg.optimizer.kind
+    elif optimizer_kind is not None:
+        raise ConfigError(f"--optimizer takes verbal or target, got {optimizer_kind!r}")
     get_method(cfg.scorer.method)
     sys_cfg = resolve_system(cfg, base)
     for o in overrides:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -51,6 +51,7 @@ class Collected:
     rendered: str
     excerpts: dict[str, list[str]]
     agents: list[str]  # every agent that made a call in the failed episode
+    pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
 
 
 class Trainer:
@@ -149,7 +150,18 @@ class Trainer:
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
                                         trace_rel)
             record["loss"] = loss.to_dict()
+            record["score"] = score.value  # what agentgrad.credit splits
             record["trajectories"] = [t.to_dict() for t in trajs]
+            pairs: dict[str, list[tuple[str, str]]] = {}
+            if hasattr(self.optimizer, "targets"):  # target back-propagation: a target per call upstream
+                try:
+                    targets = self.optimizer.targets(ep.trace, graph, loss, self.top_k, self.method, seed)
+                except AgentgradError as e:  # a target writer that failed: this sample gives no pairs
+                    targets = {}
+                    record["targets_error"] = str(e)
+                record["targets"] = {str(n): t for n, t in sorted(targets.items())}
+                for n, t in sorted(targets.items()):
+                    pairs.setdefault(ep.trace.nodes[n].name, []).append((ep.trace.nodes[n].text, t))
             write_json_atomic(self.run_dir.sample_path("attribution", sid), record)
             excerpts: dict[str, list[str]] = {}
             for t in trajs:
@@ -158,7 +170,7 @@ class Trainer:
                     if node.kind == "call":
                         excerpts.setdefault(node.name, []).append(node.text)
             rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
-            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}))
+            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs)
         ep.trace.save(self.run_dir.sample_path("traces", sid))
         self.log("sample", sample=sid, score=score.value, passed=score.passed,
                  blamed=sorted({a for t in (collected.trajectories if collected else []) for a in t.agents}))
@@ -194,9 +206,13 @@ class Trainer:
             for a, outs in c.excerpts.items():
                 excerpts.setdefault(a, []).extend(outs)
         feedback = cut("\n\n".join(f"Sample {c.sample}:\n{c.rendered}" for c in batch), self.cfg.render.max_chars)
+        pairs: dict[str, list[tuple[str, str]]] = {}
+        for c in batch:
+            for a, ps in c.pairs.items():
+                pairs.setdefault(a, []).extend(ps)
         inp = StepInput(prompts=prompts, tools={n: [t.name for t in a.tools] for n, a in self.system.agents().items()},
-                        blamed=sorted(counts), feedback=feedback, losses=[c.loss for c in batch], excerpts=excerpts,
-                        history=history[-self.cfg.history:] if self.cfg.history else [])
+                        blamed=sorted(set(counts) | set(pairs)), feedback=feedback, losses=[c.loss for c in batch],
+                        excerpts=excerpts, history=history[-self.cfg.history:] if self.cfg.history else [], pairs=pairs)
         res = self.optimizer.step(inp)
         if res.skipped or not res.prompts:
             self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, skipped=res.skipped,

@@ -3,7 +3,8 @@
 Generated argument lists for every command, over a pool of generated files (YAML systems and
 optimisation configs, inputs files, traces and attribution files: valid, truncated, wrong types,
 binary). The property: the exit code is 0, or it is non-zero with a one-line message on stderr;
-never a traceback; never a file written outside the folder given as ``--out`` (or ``--dump-db``).
+never a traceback; never a file written outside the folder given as ``--out`` (or ``--dump-db``; for ``report`` without
+``--out``, its default page beside the run or trace).
 Used by ``tests/test_fuzz_cli.py`` (a bounded number of examples) and ``benchmarks/fuzz_cli.py``
 (many more).
 """
@@ -24,11 +25,12 @@ import yaml
 COMMANDS = [
     ["run"], ["attribute"], ["trace", "show"], ["optimize"], ["testing", "tiny-model"], ["backends"],
     ["bench", "taubench", "replay-gold"], ["bench", "taubench", "evaluate"], ["bench", "multiwoz", "evaluate"],
-    ["bench", "multiwoz", "optimize"], ["bench", "taubench", "optimize"], ["bench"], [],
+    ["bench", "multiwoz", "optimize"], ["bench", "taubench", "optimize"], ["bench"], ["report"], [],
 ]  # not ``data download``: it writes into the data directory by design, and needs the network
 OPTIONS = ["--inputs", "--out", "--model", "--concurrency", "--resume", "--scorer", "--method", "--top-k", "--seed",
            "--on-too-long", "--overwrite", "--max-chars", "--tasks", "--split", "--n", "--trials", "--system",
-           "--dump-db", "--data-dir", "--arch", "--layers", "--hidden", "--samples", "--debug-not", "--help"]
+           "--dump-db", "--data-dir", "--arch", "--layers", "--hidden", "--samples", "--debug-not", "--help",
+           "--attribution", "--episodes"]
 VALUES = ["0", "-1", "1", "2", "999999999999", "nan", "", "x", "../escape", "/", "tiny", "default=tiny", "mean_l1", "random", "skip", "5-2", "0-1", "all",
           "dev", "test", "gold", "multi"]
 
@@ -99,6 +101,9 @@ def check(args: list[str], sandbox: Path) -> None:
     outs = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--out", "--dump-db")]
     if args[:2] == ["testing", "tiny-model"] and len(args) > 2 and not args[2].startswith("-"):
         outs.append(args[2])  # its positional argument is where it writes
+    if args[:1] == ["report"] and "--out" not in args and len(args) > 1 and not args[1].startswith("-"):
+        target = sandbox / args[1]  # the default: RUN_DIR/report.html, or TRACE.html beside the trace
+        outs.append(str(target / "report.html" if target.is_dir() else target.with_suffix(".html")))
     before = snapshot(sandbox)
     cwd, data = os.getcwd(), os.environ.pop("AGENTGRAD_DATA_DIR", None)  # benchmarks: only their error paths
     os.chdir(sandbox)
@@ -136,6 +141,7 @@ SPECS: dict[tuple[str, ...], tuple[int, list[str]]] = {
     ("bench", "taubench", "replay-gold"): (0, ["--split"]),
     ("bench", "taubench", "evaluate"): (0, ["--out"]),
     ("bench", "multiwoz", "evaluate"): (0, ["--out"]),
+    ("report",): (1, []),
 }
 
 

@@ -181,15 +181,16 @@ class WozTask:
 def optimize(setup: WozSetup, out: Path, resume: bool, method: str, samples: int = 30, step_every: int = 3,
              seed: int = 0, scorer: str | None = None, optimizer: str | None = None,
              on_event: Callable | None = None, on_dialogue: Callable | None = None,
-             concurrency: int = 1) -> dict[str, Any]:
+             concurrency: int = 1, optimizer_kind: str = "verbal") -> dict[str, Any]:
     """The paper's protocol: ``samples`` validation dialogues, a step every ``step_every``, then the test sample."""
     if setup.opts.system == "gold":
         raise ConfigError("the gold system has no prompts to optimise; use --system multi or single")
     digest = hashlib.sha256(
-        f"{setup.opts.digest()}|{method}|{samples}|{step_every}|{seed}|{scorer}|{optimizer}".encode()).hexdigest()[:16]
+        f"{setup.opts.digest()}|{method}|{samples}|{step_every}|{seed}|{scorer}|{optimizer}|{optimizer_kind}".encode()
+    ).hexdigest()[:16]
     return train_then_evaluate(
         WozTask(setup), setup.models, out, resume, method,
         TrainerConfig(samples=samples, step_every=step_every, seed=seed), scorer, optimizer, digest,
         {"benchmark": "multiwoz", "options": setup.opts.__dict__, "samples": samples, "step_every": step_every,
          "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts, concurrency), on_event)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts, concurrency), on_event, optimizer_kind)

@@ -162,15 +162,16 @@ class TauTask:
 
 def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int = 10, seed: int = 0,
              scorer: str | None = None, optimizer: str | None = None, on_event: Callable | None = None,
-             on_episode: Callable | None = None, concurrency: int = 1) -> dict[str, Any]:
+             on_episode: Callable | None = None, concurrency: int = 1, optimizer_kind: str = "verbal") -> dict[str, Any]:
     """The paper's protocol: ``samples`` training conversations, a step after each, then evaluation.
 
     Training goes to ``out/train`` (checkpoints, attribution, prompts per step) and the evaluation of
     the final prompts on ``setup.opts.split`` / ``tasks`` to ``out/eval``; both resume.
     """
-    digest = hashlib.sha256(f"{setup.opts.digest()}|{method}|{samples}|{seed}|{scorer}|{optimizer}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        f"{setup.opts.digest()}|{method}|{samples}|{seed}|{scorer}|{optimizer}|{optimizer_kind}".encode()).hexdigest()[:16]
     return train_then_evaluate(
         TauTask(setup), setup.models, out, resume, method, TrainerConfig(samples=samples, step_every=1, seed=seed),
         scorer, optimizer, digest, {"benchmark": "taubench", "options": setup.opts.__dict__, "samples": samples,
                                     "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts, concurrency), on_event)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts, concurrency), on_event, optimizer_kind)
