@@ -42,8 +42,28 @@ def test_tasks_load(database):
 def test_fresh_copies_are_never_shared(database):
     a, b = RetailEnv(database), RetailEnv(database)
     order = next(iter(a.db["orders"]))
-    a.db["orders"][order]["status"] = "changed"
+    T.own(a.db, "orders", order)["status"] = "changed"  # how every write tool changes a record
+    assert a.db["orders"][order]["status"] == "changed"
     assert b.db["orders"][order]["status"] != "changed" and database.fresh()["orders"][order]["status"] != "changed"
+    assert database.hash(a.db) == data_hash(a.db) != database.hash(b.db) == data_hash(b.db)
+
+
+def test_copy_on_write_databases_hash_and_leave_the_shared_one_unchanged(database):
+    """Every gold replay of every split: the copy-on-write hash equals the full one, and the database
+    read from disk is exactly as it was (no tool wrote to a record it shares)."""
+    before = json.dumps(database._db, sort_keys=True)
+    replayed = 0
+    for split in ("dev", "test", "train"):
+        for task in load_tasks(split):
+            env = RetailEnv(database, task)
+            for a in task.actions:
+                if a.name not in T.TERMINATE_TOOLS and a.name != "respond":
+                    env.step(a.name, a.kwargs)
+            if split != "train" or task.index % 10 == 0:  # the full hash is the slow one: a tenth of train
+                assert database.hash(env.db) == data_hash(env.db)
+            replayed += 1
+    assert replayed == 635
+    assert json.dumps(database._db, sort_keys=True) == before
 
 
 @pytest.mark.parametrize(
@@ -101,7 +121,7 @@ def test_insufficient_gift_card_balance(database):
                  and len(o["payment_history"]) == 1
                  and o["payment_history"][0]["payment_method_id"] != gift_card(env.db, o["user_id"]))
     gc = gift_card(env.db, order["user_id"])
-    env.db["users"][order["user_id"]]["payment_methods"][gc]["balance"] = 0.0
+    T.own(env.db, "users", order["user_id"])["payment_methods"][gc]["balance"] = 0.0  # writes go through own()
     before = data_hash(env.db)
     out = env.step("modify_pending_order_payment", {"order_id": order["order_id"], "payment_method_id": gc})
     assert out == "Error: insufficient gift card balance to pay for the order"
@@ -150,3 +170,14 @@ def test_tool_schemas_file_errors(tmp_path):
     (tmp_path / "tools.json").write_text("[1]")
     with pytest.raises(ConfigError, match="function.name"):
         T.load_schemas(tmp_path)
+
+
+def test_gold_hash_is_the_replayed_database_and_computed_once(database, monkeypatch):
+    from agentgrad.benchmarks.taubench import env as E
+
+    task = load_tasks("dev")[3]
+    first = database.gold_hash(task)
+    assert first == data_hash(E.gold_database(database, task))
+    calls = []
+    monkeypatch.setattr(E, "gold_database", lambda *a: calls.append(a) or {})
+    assert database.gold_hash(task) == first and calls == []  # the second time comes from the cache

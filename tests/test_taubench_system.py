@@ -361,7 +361,7 @@ def test_a_run_where_every_conversation_fails_exits_non_zero(tmp_path, capsys):
 
 
 def test_run_jobs_records_finished_jobs_and_stops_on_error():
-    from agentgrad.benchmarks.common import run_jobs
+    from agentgrad.runs.runner import run_jobs
 
     got = []
     run_jobs(list(range(6)), lambda j: j * j, 3, lambda j, r: got.append((j, r)))

@@ -42,11 +42,14 @@ def test_demo_writes_the_whole_run_directory(demo_run):
     assert "Reply with the answer only." in final["prompts"]["answerer"]  # the protected span survived
 
 
-def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path):
-    """kill -9 in the middle of `agentgrad optimize`, then --resume: same prompts and scores."""
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path, concurrency):
+    """kill -9 in the middle of `agentgrad optimize`, then --resume: same prompts and scores, at any
+    concurrency (the demo ran sequentially)."""
     R = tmp_path / "R"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "agentgrad.cli", "optimize", str(OPTIMIZE), "--out", str(R)]
+    cmd = [sys.executable, "-m", "agentgrad.cli", "optimize", str(OPTIMIZE), "--out", str(R),
+           "--concurrency", str(concurrency)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + 120
     killed_at = None
@@ -62,13 +65,33 @@ def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path):
     proc.wait()
     assert killed_at is not None, "the run finished before it could be killed"
     assert not (R / "final.json").exists()
-    assert main(["optimize", str(OPTIMIZE), "--resume", str(R)]) == 0
+    assert main(["optimize", str(OPTIMIZE), "--resume", str(R), "--concurrency", str(concurrency)]) == 0
     want = json.loads((demo_run / "final.json").read_text())
     got = json.loads((R / "final.json").read_text())
     assert got == want
     assert any(e["event"] == "resumed" for e in events(R))
     for p in (demo_run / "prompts").glob("*.json"):
         assert json.loads((R / "prompts" / p.name).read_text()) == json.loads(p.read_text())
+
+
+def test_concurrent_steps_equal_the_sequential_run(demo_run, tmp_path):
+    """trainer.concurrency 3: a step's episodes and the validation gate run at once; samples, seeds,
+    updates, prompts and weights are those of the sequential demo."""
+    R = tmp_path / "C"
+    assert main(["optimize", str(OPTIMIZE), "--out", str(R), "--concurrency", "3"]) == 0
+    assert json.loads((R / "final.json").read_text()) == json.loads((demo_run / "final.json").read_text())
+    for p in (demo_run / "prompts").glob("*.json"):
+        assert json.loads((R / "prompts" / p.name).read_text()) == json.loads(p.read_text())
+
+    def strip(evs):
+        return [{k: v for k, v in e.items() if k != "time"} for e in evs]
+
+    assert strip(events(R)) == strip(events(demo_run))  # the same events, in the same order
+    for f in (demo_run / "attribution").glob("*.json"):
+        a, b = json.loads(f.read_text()), json.loads((R / "attribution" / f.name).read_text())
+        assert a["seed"] == b["seed"] and a["kept_edges"] == b["kept_edges"] and a["trajectories"] == b["trajectories"]
+        for na, nb in zip(a["nodes"], b["nodes"]):
+            assert [s["weights"] for s in na["sources"]] == [s["weights"] for s in nb["sources"]]
 
 
 def test_resume_refuses_a_changed_config(demo_run, tmp_path):

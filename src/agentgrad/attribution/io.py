@@ -74,6 +74,39 @@ def attribute_trace_file(
     return record
 
 
+def attribute_trace_files(
+    scorer: Scorer,
+    files: list[Path],
+    outs: list[Path],
+    method: str,
+    top_k: int = 1,
+    seed: int = 0,
+    on_node: Callable[[NodeAttribution], None] | None = None,
+    chunk: int = 64,
+) -> None:
+    """:func:`attribute_trace_file` for each (trace, out); with the scorer's ``batch_tokens`` the
+    calls of up to ``chunk`` traces at a time are scored in padded batches across traces (same results)."""
+    batch_tokens = scorer.batch_tokens
+    if batch_tokens <= 0:
+        for f, o in zip(files, outs):
+            attribute_trace_file(scorer, f, o, method, top_k, seed, on_node)
+        return
+    from agentgrad.attribution.scorer import build_graph
+
+    for i in range(0, len(files), chunk):
+        traces = [Trace.load(f) for f in files[i : i + chunk]]
+        items = [(tr, n) for tr in traces for n in tr.calls()]
+        results = scorer.attribute_batch(items, batch_tokens)
+        at = 0
+        for tr, f, o in zip(traces, files[i : i + chunk], outs[i : i + chunk]):
+            mine = results[at : at + len(tr.calls())]
+            at += len(mine)
+            for res in mine:
+                if on_node:
+                    on_node(res)
+            write_json_atomic(o, attribution_record(tr, mine, build_graph(tr, mine), scorer, method, top_k, seed, str(f)))
+
+
 def trace_files(target: Path) -> list[Path]:
     """The traces of a run directory (``traces/*.json``), or the one trace file given."""
     if target.is_dir():

@@ -132,6 +132,8 @@ class Scorer:
         prompt_weights: also score each call's own prompt (its system message) like a source, for
             the credit split (:mod:`agentgrad.credit`); its tokens then take gradients too, so the
             prefix cache covers only the template's header.
+        batch_tokens: the default of :meth:`attribute`: calls that share a prefix are scored in
+            padded batches of at most this many tokens (0: one at a time).
     """
 
     def __init__(
@@ -149,6 +151,7 @@ class Scorer:
         max_context: int | None = None,
         attn_implementation: str | None = None,
         prompt_weights: bool = False,
+        batch_tokens: int = 0,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -177,6 +180,7 @@ class Scorer:
         self._cache_nbytes: dict[tuple[int, ...], int] = {}
         self.cache_stats = {"hits": 0, "misses": 0}
         self.prompt_weights = prompt_weights
+        self.batch_tokens = batch_tokens
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "dtype": self.dtype, "device": str(self.device), "mode": self.mode,
@@ -197,6 +201,17 @@ class Scorer:
         drown the faulty part. Ranges that hit no token fall back to the whole output.
         """
         t0 = time.time()
+        job = self._prepare(trace, node, target_chars)
+        if isinstance(job, NodeAttribution):
+            return job
+        r, _, targets, _, first = job
+        grads = self._gradients(r, targets or None, first)
+        return self._finish(trace, node, job, *grads, seconds=time.time() - t0)
+
+    def _prepare(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None) -> Any:
+        """A call rendered for scoring: ``(rendering, fields, target tokens, prompt tokens, first
+        prompt token)``, or its finished :class:`NodeAttribution` when there is nothing to
+        differentiate (too long and skipped, an empty output, no sources)."""
         r = render_call(self.tokenizer, node)
         n_tokens = len(r.input_ids)
         base = dict(node_id=node.id, agent=node.name, input_ids=r.input_ids, output_token_range=r.output_range,
@@ -214,8 +229,14 @@ class Scorer:
             return NodeAttribution(sources=sources, skipped=reason, **base)
         targets = r.output_tokens_for(target_chars) if target_chars else None
         prompt_pos = r.prompt_tokens(node) if self.prompt_weights else {}
-        first = min(prompt_pos) if prompt_pos else None
-        grads, embeds, start, log_prob, hit = self._gradients(r, targets or None, first)
+        return r, base, targets, prompt_pos, (min(prompt_pos) if prompt_pos else None)
+
+    def _finish(self, trace: Trace, node: Node, job: Any, grads: Any, embeds: Any, start: int, log_prob: float,
+                hit: bool, seconds: float = 0.0) -> NodeAttribution:
+        """The weights and per-token scores of a prepared call from its gradients (``seconds``: the
+        time spent on it before, added to the record's)."""
+        t0 = time.time()
+        r, base, _, prompt_pos, _ = job
         # grads, embeds: (T - start, H) for positions start .. T-1. The reductions over the hidden
         # dimension run in float64: g . e sums terms that largely cancel.
         g64 = grads.double()
@@ -236,7 +257,7 @@ class Scorer:
             prefix_tokens=start,
             cache_hit=hit,
             log_prob=float(log_prob),
-            seconds=round(time.time() - t0, 4),
+            seconds=round(time.time() - t0 + seconds, 4),
             **base,
         )
 
@@ -283,6 +304,93 @@ class Scorer:
             log_prob = token_lp.sum()  # ()
             (grad,) = torch.autograd.grad(log_prob, leaf)  # (1, T - start, H)
         return grad[0], e[0], start, log_prob.item(), hit
+
+    def attribute_batch(self, items: list[tuple[Trace, Node]], batch_tokens: int) -> list[NodeAttribution]:
+        """``attribute_node`` of every (trace, call), several calls per forward and backward pass.
+
+        Calls whose prefix (the tokens before their first span: system prompt, template header) is
+        the same share one prefix cache, expanded over a padded batch of their variable parts; a
+        batch holds at most ``batch_tokens`` padded variable tokens (a call longer than that runs
+        alone). The padding goes between the prefix and each call's tokens, masked, with every real
+        token keeping its own position, so each call sees exactly what it sees alone: the results
+        equal the one-by-one path up to kernel rounding. The naive mode, calls without a prefix and
+        calls with nothing to differentiate take the one-by-one path. Results are in ``items`` order.
+        """
+        out: list[NodeAttribution | None] = [None] * len(items)
+        groups: dict[tuple[int, ...], list[tuple[int, Any, int]]] = {}
+        for i, (trace, node) in enumerate(items):
+            job = self._prepare(trace, node)
+            if isinstance(job, NodeAttribution):
+                out[i] = job
+                continue
+            r, _, _, _, first = job
+            start = min(r.variable_start, first if first is not None else r.variable_start)
+            if self.mode != "cached" or start == 0 or batch_tokens <= 0:
+                out[i] = self._finish(trace, node, job, *self._gradients(r, None, first))
+                continue
+            groups.setdefault(tuple(r.input_ids[:start]), []).append((i, job, start))
+        for members in groups.values():
+            members.sort(key=lambda m: len(m[1][0].input_ids))  # similar lengths together: less padding
+            batch: list[tuple[int, Any, int]] = []
+            for m in members + [None]:  # type: ignore[list-item]
+                longest = max([len(b[1][0].input_ids) - b[2] for b in batch + ([m] if m else [])], default=0)
+                if batch and (m is None or longest * (len(batch) + 1) > batch_tokens):
+                    t0 = time.time()
+                    grads = self._batch_gradients([(b[1][0], b[2]) for b in batch])
+                    share = (time.time() - t0) / len(batch)
+                    for (i, job, _), g in zip(batch, grads):
+                        out[i] = self._finish(items[i][0], items[i][1], job, *g, seconds=share)
+                    batch = []
+                if m is not None:
+                    batch.append(m)
+        return out  # type: ignore[return-value]
+
+    def _batch_gradients(self, calls: list[tuple[RenderedCall, int]]) -> list[tuple[Any, Any, int, float, bool]]:
+        """:meth:`_gradients` of calls sharing the prefix ``input_ids[:start]``, in one pass."""
+        import torch
+
+        if len(calls) == 1:
+            r, start = calls[0]
+            return [self._gradients(r, None, start)]
+        start = calls[0][1]
+        B = len(calls)
+        ids0 = torch.tensor(calls[0][0].input_ids, device=self.device)
+        past, hit = self._prefix_cache(ids0[:start])
+        for layer in past.layers:  # the one stored prefix, seen by every row (no copy)
+            layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
+            layer.values = layer.values.expand(B, *layer.values.shape[1:])
+        lens = [len(r.input_ids) - start for r, _ in calls]
+        L = max(lens)
+        pad = getattr(self.tokenizer, "pad_token_id", None) or 0
+        ids = torch.full((B, L), pad, dtype=torch.long, device=self.device)  # (B, L): padding first, then the call
+        mask = torch.zeros((B, start + L), dtype=torch.long, device=self.device)  # (B, P + L)
+        mask[:, :start] = 1
+        pos = torch.full((B, L), start, dtype=torch.long, device=self.device)  # (B, L)
+        for b, ((r, _), n) in enumerate(zip(calls, lens)):
+            ids[b, L - n:] = torch.tensor(r.input_ids[start:], device=self.device)
+            mask[b, start + L - n:] = 1
+            pos[b, L - n:] = torch.arange(start, start + n, device=self.device)
+        emb = self.model.get_input_embeddings()
+        with torch.no_grad():
+            e = emb(ids)  # (B, L, H)
+        leaf = e.detach().clone().requires_grad_(True)  # (B, L, H)
+        n_outs = [r.output_range[1] - r.output_range[0] for r, _ in calls]
+        keep = max(n_outs) + 1
+        with torch.enable_grad():
+            out = self.model(inputs_embeds=leaf, attention_mask=mask, position_ids=pos, past_key_values=past,
+                             use_cache=True, logits_to_keep=keep)
+            logits = out.logits.float()  # (B, keep, V): the last ``keep`` positions of every row
+            total = logits.new_zeros(())
+            log_probs = []
+            for b, ((r, _), n_out) in enumerate(zip(calls, n_outs)):
+                o_s, o_e = r.output_range
+                # every row ends with its last output token: position t is predicted at row index keep - 1 - (o_e - t)
+                rows = logits[b, keep - 1 - n_out : keep - 1]  # (n_out, V)
+                lp = rows.log_softmax(-1).gather(-1, torch.tensor(r.input_ids[o_s:o_e], device=self.device)[:, None])[:, 0].sum()
+                log_probs.append(lp.item())
+                total = total + lp
+            (grad,) = torch.autograd.grad(total, leaf)  # (B, L, H)
+        return [(grad[b, L - n:], e[b, L - n:], start, log_probs[b], hit) for b, n in enumerate(lens)]
 
     def _prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
         """The no-grad key/value cache of ``prefix`` (re-wrapped for one use), and whether it was kept."""
@@ -358,9 +466,20 @@ class Scorer:
 
     # --- a whole trace --------------------------------------------------------------------
     def attribute(
-        self, trace: Trace, on_node: Callable[[NodeAttribution], None] | None = None
+        self, trace: Trace, on_node: Callable[[NodeAttribution], None] | None = None, batch_tokens: int | None = None,
     ) -> tuple[list[NodeAttribution], AttributionGraph]:
-        """Score every call node; return the per-node results and the attribution graph."""
+        """Score every call node; return the per-node results and the attribution graph.
+
+        ``batch_tokens`` > 0 (default: the scorer's) scores calls that share a prefix in padded
+        batches (:meth:`attribute_batch`).
+        """
+        batch_tokens = self.batch_tokens if batch_tokens is None else batch_tokens
+        if batch_tokens > 0:
+            results = self.attribute_batch([(trace, n) for n in trace.calls()], batch_tokens)
+            for res in results:
+                if on_node:
+                    on_node(res)
+            return results, build_graph(trace, results)
         results = []
         for node in trace.calls():
             res = self.attribute_node(trace, node)

@@ -142,7 +142,7 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
                         trainer_cfg: Any, scorer: str | None, optimizer: str | None, digest: str,
                         config: dict[str, Any], evaluate: Callable[[Any, dict[str, str]], dict[str, Any]],
                         on_event: Callable[[dict[str, Any]], None] | None = None,
-                        optimizer_kind: str = "verbal") -> dict[str, Any]:
+                        optimizer_kind: str = "verbal", concurrency: int = 1) -> dict[str, Any]:
     """A benchmark's optimisation protocol: train into ``out/train``, evaluate the final prompts into ``out/eval``.
 
     ``evaluate(run_dir, prompts)`` runs the benchmark's evaluation with those prompts. Both stages
@@ -160,7 +160,7 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer,
                                      "optimizer_kind": optimizer_kind})
     trainer = Trainer(task, make_scorer(models, scorer), optim, trainer_cfg, train_dir, method, 1,
-                      16, digest, on_event)
+                      16, digest, on_event, concurrency)
     final = trainer.fit()
     eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())
     eval_dir.started(digest)
@@ -171,34 +171,3 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     return result
 
 
-def run_jobs(jobs: list[Any], fn: Callable[[Any], Any], concurrency: int,
-             done: Callable[[Any, Any], None]) -> None:
-    """``fn(job)`` for every job, at most ``concurrency`` at once, ``done(job, result)`` in this thread.
-
-    Results are handed over as jobs finish, so each is recorded as soon as it exists. If a job
-    raises, the jobs not yet started are cancelled and the error propagates once the running
-    ones have finished (their results are still handed to ``done``).
-    """
-    if concurrency <= 1:
-        for job in jobs:
-            done(job, fn(job))
-        return
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures = {pool.submit(fn, job): job for job in jobs}
-        for f in as_completed(futures):
-            if f.cancelled():
-                continue
-            try:
-                result = f.result()
-            except BaseException as e:  # noqa: BLE001 - re-raised below, after the running jobs end
-                if error is None:
-                    error = e
-                    for other in futures:
-                        other.cancel()
-                continue
-            done(futures[f], result)
-    if error is not None:
-        raise error

@@ -81,30 +81,52 @@ def attribute(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out (never the traces read)."),
     prompt_weights: bool = typer.Option(False, "--prompt-weights",
                                         help="Also score each call's own prompt like a source (for credit)."),
+    batch_tokens: int = typer.Option(0, "--batch-tokens", min=0,
+                                     help="Score calls that share a prefix in padded batches of this many tokens (0: one by one)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Scorers attributing traces at once, on Ray (agentgrad[ray])."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="A running Ray cluster (default: a local one)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue: keep the attribution files already in --out."),
 ) -> None:
     """Connection weights of every call in a trace (GBC), and the kept edges."""
-    from agentgrad.attribution.io import attribute_trace_file, trace_files
+    from agentgrad.attribution.io import attribute_trace_files, trace_files
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.attribution.weights import get_method
     from agentgrad.core.trace import Trace
 
     from agentgrad.files import check_new_output
 
+    distributed = workers > 1 or ray_address is not None
+    if distributed:
+        from agentgrad.attribution.distributed import require_ray
+
+        require_ray()  # a missing extra fails first, naming the install
     get_method(method)  # an unknown name fails before the model loads
     if on_too_long not in ("error", "skip"):
         raise ConfigError(f"--on-too-long takes error or skip, got {on_too_long!r}")
     files = trace_files(target)
     protect = [target / "traces", *files] if target.is_dir() else files
-    check_new_output(out, overwrite, "dir" if target.is_dir() else "file", protect)
-    n_calls = sum(len(Trace.load(f).calls()) for f in files)  # every trace is valid before anything is written
-    with console.status(f"loading scorer {scorer}"):
-        sc = Scorer(scorer, dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long,
-                    prompt_weights=prompt_weights)
+    check_new_output(out, overwrite or (resume and target.is_dir()), "dir" if target.is_dir() else "file", protect)
     outs = [out] if not target.is_dir() else [out / f.name for f in files]
+    if resume:  # an attribution file exists only complete (atomic writes): those are kept
+        todo = [(f, o) for f, o in zip(files, outs) if not o.exists()]
+        files, outs = [f for f, _ in todo], [o for _, o in todo]
+    n_calls = sum(len(Trace.load(f).calls()) for f in files)  # every trace is valid before anything is written
+    kwargs = dict(dtype=dtype, device=device, mode="naive" if naive else "cached", on_too_long=on_too_long,
+                  prompt_weights=prompt_weights, batch_tokens=batch_tokens)
+    if distributed:
+        from agentgrad.attribution.distributed import attribute_on_ray
+
+        with _progress() as progress:
+            task = progress.add_task(f"traces on {workers} scorer(s)", total=len(files))
+            done = attribute_on_ray(files, outs, dict(kwargs, path=scorer), method, top_k, seed, workers, ray_address,
+                                    on_trace=lambda f, rec: progress.advance(task))
+        console.print(f"attributed {n_calls} call nodes in {done} trace(s) on {workers} Ray worker(s) -> {out}")
+        return
+    with console.status(f"loading scorer {scorer}"):
+        sc = Scorer(scorer, **kwargs)
     with _progress() as progress:
         task = progress.add_task("call nodes", total=n_calls)
-        for f, o in zip(files, outs):
-            attribute_trace_file(sc, f, o, method, top_k, seed, on_node=lambda r: progress.advance(task))
+        attribute_trace_files(sc, files, outs, method, top_k, seed, on_node=lambda r: progress.advance(task))
     console.print(
         f"attributed {n_calls} call nodes in {len(files)} trace(s) -> {out}  "
         f"(prefix cache: {sc.cache_stats['hits']} hits, {sc.cache_stats['misses']} misses)"
@@ -131,6 +153,8 @@ def optimize(
     model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
     method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Override the optimizer: verbal or target."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
+                                              help="Episodes of a step run at once (trainer.concurrency)."),
 ) -> None:
     """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
     from agentgrad.optim.run import run_optimize
@@ -138,7 +162,7 @@ def optimize(
     if (out is None) == (resume is None):
         raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
     run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console,
-                 optimizer_kind=optimizer)
+                 optimizer_kind=optimizer, concurrency=concurrency)
 
 
 @app.command()

@@ -34,7 +34,7 @@ class OpenAIOptions(BaseModel):
     max_retries: int = Field(8, ge=0)
     backoff_initial: float = Field(0.5, ge=0)
     backoff_max: float = Field(30.0, ge=0)
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(64, ge=1, description="requests in flight at once (lower it for rate-limited APIs)")
     extra_body: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -24,6 +24,7 @@ class ScorerConfig(BaseModel):
     device: str = "cpu"
     on_too_long: Literal["error", "skip"] = "skip"
     prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.credit)")
+    batch_tokens: int = Field(0, ge=0, description="score calls that share a prefix in padded batches (0: one by one)")
 
 
 class OptimizerConfig(BaseModel):
@@ -67,6 +68,7 @@ class TrainerConfig(BaseModel):
     samples: int = Field(30, ge=1, description="training examples used (the paper: 30)")
     step_every: int = Field(3, ge=1, description="an optimizer step every N samples (the paper: 3)")
     seed: int = 0
+    concurrency: int = Field(1, ge=1, description="episodes of a step (and of the validation gate) run at once")
     validation: ValidateConfig | None = Field(None, alias="validate", description="the validation gate")
     history: int = Field(5, ge=0, description="earlier steps shown to the optimizer")
     render: RenderConfig = Field(default_factory=RenderConfig)
@@ -84,8 +86,11 @@ class OptimizeConfig(BaseModel):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
 
     def digest(self) -> str:
-        """A hash of everything that determines the run (a resumed run must not change it)."""
-        return hashlib.sha256(json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()[:16]
+        """A hash of everything that determines the run (a resumed run must not change it); the
+        concurrency does not: a run resumed at another concurrency ends the same."""
+        d = self.model_dump(mode="json")
+        d["trainer"].pop("concurrency", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def load_optimize_config(path: str | Path) -> tuple[OptimizeConfig, Path]:

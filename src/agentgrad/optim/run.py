@@ -24,7 +24,7 @@ from agentgrad.runs.rundir import RunDir, check_run_dir
 
 def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
     sc = cfg.scorer
-    kw = dict(mode="cached", on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights)
+    kw = dict(mode="cached", on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights, batch_tokens=sc.batch_tokens)
     if sc.path:
         return Scorer(sc.path, dtype=sc.dtype, device=sc.device, **kw)
     model = models.get(sc.model or "")
@@ -49,8 +49,10 @@ def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
 
 
 def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], method: str | None,
-                 console: Console, optimizer_kind: str | None = None) -> dict[str, Any]:
+                 console: Console, optimizer_kind: str | None = None, concurrency: int | None = None) -> dict[str, Any]:
     cfg, base = load_optimize_config(config)
+    if concurrency is not None:
+        cfg.trainer.concurrency = concurrency
     if method:
         cfg.scorer.method = method
     if optimizer_kind == "target":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +28,7 @@ from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Optimizer, StepInput
 from agentgrad.optim.tasks import Task
 from agentgrad.runs.rundir import RunDir
+from agentgrad.runs.runner import run_jobs
 
 CHECKPOINT_VERSION = 1
 
@@ -70,8 +72,10 @@ class Trainer:
 
     def __init__(self, task: Task, scorer: Scorer, optimizer: Optimizer, cfg: TrainerConfig, run_dir: RunDir,
                  method: str = "mean_l1", top_k: int = 1, max_paths: int = 16, config_digest: str = "",
-                 on_event: Callable[[dict[str, Any]], None] | None = None):
+                 on_event: Callable[[dict[str, Any]], None] | None = None, concurrency: int | None = None):
         self.task, self.scorer, self.optimizer, self.cfg, self.run_dir = task, scorer, optimizer, cfg, run_dir
+        self.concurrency = max(1, concurrency if concurrency is not None else cfg.concurrency)
+        self._scorer_lock = threading.Lock()  # one attribution at a time: the scorer's prefix cache is shared
         self.method, self.top_k, self.max_paths = method, top_k, max_paths
         self.digest = config_digest
         self.on_event = on_event
@@ -131,20 +135,21 @@ class Trainer:
         return state
 
     # --- one sample -----------------------------------------------------------------------------
-    def run_sample(self, example: dict[str, Any]) -> tuple[float, Collected | None]:
+    def _sample(self, example: dict[str, Any], seed: int) -> tuple[float, Collected | None, tuple]:
+        """One sample, without logging (safe to run in several threads at once: generation runs
+        concurrently, attribution one at a time); returns its event for the caller to log in order."""
         sid = str(example["id"])
-        seed = self.rng.randrange(2**31)  # drawn for every sample, so the sequence never shifts
         try:
             ep = self.system.run(example, id=sid)
         except AgentgradError as e:  # a user-level failure of one episode is logged, not fatal
-            self.log("sample_failed", sample=sid, error=str(e))
-            return 0.0, None
+            return 0.0, None, ("sample_failed", {"sample": sid, "error": str(e)})
         score = self.task.metric(example, ep.output, ep.trace)
         loss = self.task.loss(example, ep.output, ep.trace, score)
         collected = None
         if loss is not None:
             loss.attach(ep.trace)
-            results, graph = self.scorer.attribute(ep.trace)
+            with self._scorer_lock:
+                results, graph = self.scorer.attribute(ep.trace)
             trajs = backward(graph, loss, self.top_k, self.method, seed, self.max_paths)
             trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
@@ -172,22 +177,39 @@ class Trainer:
             rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
             collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs)
         ep.trace.save(self.run_dir.sample_path("traces", sid))
-        self.log("sample", sample=sid, score=score.value, passed=score.passed,
-                 blamed=sorted({a for t in (collected.trajectories if collected else []) for a in t.agents}))
-        return score.value, collected
+        return score.value, collected, ("sample", {
+            "sample": sid, "score": score.value, "passed": score.passed,
+            "blamed": sorted({a for t in (collected.trajectories if collected else []) for a in t.agents})})
+
+    def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order."""
+        out: dict[int, Any] = {}
+        run_jobs(list(enumerate(items)), lambda job: fn(job[1]), self.concurrency,
+                 lambda job, result: out.__setitem__(job[0], result))
+        return [out[i] for i in range(len(items))]
+
+    def run_batch(self, examples: list[dict[str, Any]]) -> list[tuple[float, Collected | None]]:
+        """The samples of one step, concurrently; seeds drawn and events logged in sample order, so
+        the run is the sequential one whatever the concurrency."""
+        seeds = [self.rng.randrange(2**31) for _ in examples]  # drawn for every sample: the sequence never shifts
+        results = self._map(lambda job: self._sample(*job), list(zip(examples, seeds)))
+        for _, _, event in results:
+            self.log(event[0], **event[1])
+        return [(value, collected) for value, collected, _ in results]
 
     def evaluate(self, examples: list[dict[str, Any]]) -> float:
-        """Mean metric of the current prompts over ``examples`` (no attribution)."""
+        """Mean metric of the current prompts over ``examples`` (no attribution), concurrently."""
         if not examples:
             return 0.0
-        total = 0.0
-        for ex in examples:
+
+        def one(ex: dict[str, Any]) -> float:
             try:
                 ep = self.system.run(ex, id=str(ex["id"]))
-                total += self.task.metric(ex, ep.output, ep.trace).value
+                return self.task.metric(ex, ep.output, ep.trace).value
             except AgentgradError:
-                pass
-        return total / len(examples)
+                return 0.0
+
+        return sum(self._map(one, examples)) / len(examples)
 
     # --- one step -------------------------------------------------------------------------------
     def step(self, step: int, batch: list[Collected], scores: list[float], val_score: float | None,
@@ -256,8 +278,7 @@ class Trainer:
         while i < len(self.train):
             batch_examples = self.train[i : i + self.cfg.step_every]
             batch, batch_scores = [], []
-            for ex in batch_examples:
-                value, collected = self.run_sample(ex)
+            for ex, (value, collected) in zip(batch_examples, self.run_batch(batch_examples)):
                 scores[str(ex["id"])] = value
                 batch_scores.append(value)
                 if collected:

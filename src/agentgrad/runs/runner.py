@@ -147,3 +147,36 @@ async def run_inputs(
     summary.seconds = round(time.time() - t0, 3)
     run_dir.log("run_finished", done=summary.done, failed=len(summary.failed), seconds=summary.seconds)
     return summary
+
+
+def run_jobs(jobs: list[Any], fn: Callable[[Any], Any], concurrency: int,
+             done: Callable[[Any, Any], None]) -> None:
+    """``fn(job)`` for every job, at most ``concurrency`` at once, ``done(job, result)`` in this thread.
+
+    Results are handed over as jobs finish, so each is recorded as soon as it exists. If a job
+    raises, the jobs not yet started are cancelled and the error propagates once the running
+    ones have finished (their results are still handed to ``done``).
+    """
+    if concurrency <= 1:
+        for job in jobs:
+            done(job, fn(job))
+        return
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = {pool.submit(fn, job): job for job in jobs}
+        for f in as_completed(futures):
+            if f.cancelled():
+                continue
+            try:
+                result = f.result()
+            except BaseException as e:  # noqa: BLE001 - re-raised below, after the running jobs end
+                if error is None:
+                    error = e
+                    for other in futures:
+                        other.cancel()
+                continue
+            done(futures[f], result)
+    if error is not None:
+        raise error

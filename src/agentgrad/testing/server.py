@@ -40,10 +40,14 @@ class OpenAICompatServer:
         fail_rate: fraction of requests answered with 500 or 429 (alternately chosen at random).
         seed: seeds the failure injection, so a test sees the same failures each run.
         port: 0 picks a free port.
+        latency: seconds every request waits before it is answered (a remote model's round trip;
+            requests wait concurrently, as they would on a real server).
     """
 
-    def __init__(self, model: LanguageModel, fail_rate: float = 0.0, seed: int = 0, port: int = 0, model_id: str = "tiny"):
+    def __init__(self, model: LanguageModel, fail_rate: float = 0.0, seed: int = 0, port: int = 0, model_id: str = "tiny",
+                 latency: float = 0.0):
         self.model = model
+        self.latency = latency
         self.fail_rate = fail_rate
         self.model_id = model_id
         self._rng = random.Random(seed)
@@ -85,6 +89,8 @@ class OpenAICompatServer:
         """Answer one chat-completions request body."""
         with self._lock:
             self.bodies.append(body)
+        if self.latency > 0:
+            time.sleep(self.latency)
         settings = GenerationSettings(  # what is absent takes OpenAI's defaults (temperature 1, no cap)
             temperature=1.0 if body.get("temperature") is None else body["temperature"],
             top_p=body.get("top_p") or 1.0,
@@ -136,6 +142,9 @@ class OpenAICompatServer:
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": server.model_id, "object": "model"}]})
+                elif self.path.rstrip("/").endswith("/stats"):  # requests, failed, answered (for benchmarks)
+                    with server._lock:
+                        self._send(200, dict(server.stats))
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.benchmarks.common import apply_overrides, create_models, load_prompts, run_jobs, train_then_evaluate
+from agentgrad.benchmarks.common import apply_overrides, create_models, load_prompts, train_then_evaluate
+from agentgrad.runs.runner import run_jobs
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.multiwoz.data import Dialogue, load_dialogues, sample
 from agentgrad.benchmarks.multiwoz.db import VenueDB
@@ -60,6 +61,7 @@ class WozSetup:
 
     def __init__(self, opts: WozOptions):
         self.opts = opts
+        self._splits: dict[str, list[Dialogue]] = {}
         self.cfg = None
         self.models: dict[str, Any] = {}
         if opts.system != "gold":
@@ -74,8 +76,11 @@ class WozSetup:
         self.system: MultiWOZSystem = build_system(opts.system, self.cfg, self.models, self.db)
 
     def dialogues(self, split: str | None = None, n: int | None = -1) -> list[Dialogue]:
+        """The sampled dialogues of ``split`` (parsed once per setup: parsing a split takes seconds)."""
         split = split or self.opts.split
-        return sample(load_dialogues(split, self.opts.data), self.opts.n if n == -1 else n, self.opts.seed)
+        if split not in self._splits:
+            self._splits[split] = load_dialogues(split, self.opts.data)
+        return sample(self._splits[split], self.opts.n if n == -1 else n, self.opts.seed)
 
     def verdict(self, outcome: DialogueOutcome) -> dict[str, Any]:
         d = outcome.dialogue
@@ -193,4 +198,5 @@ def optimize(setup: WozSetup, out: Path, resume: bool, method: str, samples: int
         TrainerConfig(samples=samples, step_every=step_every, seed=seed), scorer, optimizer, digest,
         {"benchmark": "multiwoz", "options": setup.opts.__dict__, "samples": samples, "step_every": step_every,
          "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts, concurrency), on_event, optimizer_kind)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_dialogue, prompts, concurrency), on_event, optimizer_kind,
+        concurrency)

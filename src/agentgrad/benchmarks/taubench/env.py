@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -76,11 +77,44 @@ class RetailDatabase:
             except (OSError, json.JSONDecodeError) as e:
                 raise ConfigError(f"cannot read {root / (name + '.json')}: {e}") from None
         self.root = root
-        self._text = json.dumps(self._db)  # parsing this is twice as fast as a deep copy
+        # per record, its text as data_hash writes it: a changed record is written again, the rest reused
+        self._records = {t: {k: json.dumps(v, sort_keys=True, ensure_ascii=False) for k, v in recs.items()}
+                         for t, recs in self._db.items()}
+        self._gold: dict[str, str] = {}  # task's gold actions -> hash of the database they lead to
+        self._gold_lock = threading.Lock()
+
+    def gold_hash(self, task: "RetailTask") -> str:
+        """The hash of the database after the task's gold actions, computed once per distinct gold
+        (every trial of a task compares with the same one)."""
+        key = json.dumps([[a.name, a.kwargs] for a in task.actions], sort_keys=True)
+        with self._gold_lock:
+            if key in self._gold:
+                return self._gold[key]
+        h = self.hash(gold_database(self, task))
+        with self._gold_lock:
+            self._gold[key] = h
+        return h
 
     def fresh(self) -> dict[str, Any]:
-        """A private copy: episodes never share a database."""
-        return json.loads(self._text)
+        """The episode's database: tables that share the unchanged records with the one read from
+        disk and copy a record before changing it (:class:`tools.Table`), so episodes never see each
+        other's changes; a fresh database costs a few pointer copies, not a parse."""
+        return {t: T.Table(recs) for t, recs in self._db.items()}
+
+    def hash(self, db: dict[str, Any]) -> str:
+        """``data_hash(db)``, reusing the text of every record the episode did not change."""
+        parts = []
+        for t in sorted(db):
+            table, cached, shared = db[t], self._records.get(t, {}), self._db.get(t, {})
+            owned = getattr(table, "owned", None)
+            recs = []
+            for k in sorted(table):
+                v = table[k]
+                text = cached.get(k) if owned is not None and k not in owned and v is shared.get(k) else None
+                recs.append(json.dumps(k, ensure_ascii=False) + ": " +
+                            (text if text is not None else json.dumps(v, sort_keys=True, ensure_ascii=False)))
+            parts.append(json.dumps(t, ensure_ascii=False) + ": {" + ", ".join(recs) + "}")
+        return hashlib.sha256(("{" + ", ".join(parts) + "}").encode()).hexdigest()
 
     def make_tools(self, names: list[str], run: Callable[[str, dict[str, Any]], str]) -> list[Tool]:
         """Agent tools with tau-bench's schemas, in tau-bench's order, each calling ``run(name, arguments)``."""
@@ -93,7 +127,12 @@ class RetailDatabase:
 
 
 class RetailEnv:
-    """One episode: its own database, the actions taken, the replies to the user."""
+    """One episode: its own database, the actions taken, the replies to the user.
+
+    ``db`` shares every record it has not changed with the database read from disk (copy on
+    write): code that changes a record takes it with ``tools.own(db, table, key)``, as the write
+    tools do, never by writing into ``db[table][key]`` directly.
+    """
 
     def __init__(self, database: RetailDatabase, task: RetailTask | None = None, max_steps: int | None = None):
         self.database = database
@@ -181,8 +220,8 @@ def gold_database(database: RetailDatabase, task: RetailTask) -> dict[str, Any]:
 
 
 def compute_reward(database: RetailDatabase, task: RetailTask, db: dict[str, Any], replies: list[str]) -> Reward:
-    gold = data_hash(gold_database(database, task))
-    got = data_hash(db)
+    gold = database.gold_hash(task)
+    got = database.hash(db)
     found = {o: any(o.lower() in r.lower().replace(",", "") for r in replies) for o in task.outputs}
     r_actions = 1.0 if got == gold else 0.0
     r_outputs = 1.0 if all(found.values()) else 0.0

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.benchmarks.common import (apply_overrides, create_models, parse_range, pass_hat_k, run_jobs,
-                                         train_then_evaluate)
+from agentgrad.benchmarks.common import apply_overrides, create_models, parse_range, pass_hat_k, train_then_evaluate
+from agentgrad.runs.runner import run_jobs
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
@@ -174,4 +174,5 @@ def optimize(setup: TauSetup, out: Path, resume: bool, method: str, samples: int
         TauTask(setup), setup.models, out, resume, method, TrainerConfig(samples=samples, step_every=1, seed=seed),
         scorer, optimizer, digest, {"benchmark": "taubench", "options": setup.opts.__dict__, "samples": samples,
                                     "seed": seed},
-        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts, concurrency), on_event, optimizer_kind)
+        lambda run_dir, prompts: evaluate(setup, run_dir, on_episode, prompts, concurrency), on_event, optimizer_kind,
+        concurrency)

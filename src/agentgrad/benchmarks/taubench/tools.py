@@ -19,6 +19,27 @@ from agentgrad.errors import ConfigError
 DB = dict[str, Any]
 
 
+class Table(dict):
+    """A table of an episode's database that shares the records it has not changed with the
+    database read from disk (copy on write): ``owned`` holds the keys of the records it copied.
+    Every write goes through :func:`own`, so the shared records are never changed."""
+
+    owned: set
+
+    def __init__(self, records: dict[str, Any]):
+        super().__init__(records)
+        self.owned = set()
+
+
+def own(db: DB, table: str, key: str) -> dict[str, Any]:
+    """The episode's own copy of a record, to change (a plain dict table is changed in place)."""
+    t = db[table]
+    if isinstance(t, Table) and key not in t.owned:
+        t[key] = json.loads(json.dumps(t[key]))
+        t.owned.add(key)
+    return t[key]
+
+
 def find_user_id_by_email(db: DB, email: str) -> str:
     for user_id, profile in db["users"].items():
         if profile["email"].lower() == email.lower():
@@ -93,10 +114,9 @@ def _order(db: DB, order_id: str, status: str, verb: str) -> tuple[dict[str, Any
     """The order if it exists and has ``status``, else tau-bench's error text."""
     if order_id not in db["orders"]:
         return None, "Error: order not found"
-    order = db["orders"][order_id]
-    if order["status"] != status:
+    if db["orders"][order_id]["status"] != status:
         return None, f"Error: non-{status} order cannot be {verb}"
-    return order, None
+    return own(db, "orders", order_id), None  # every caller changes the order
 
 
 def _missing_item(wanted: list[str], order: dict[str, Any]) -> str | None:
@@ -140,7 +160,7 @@ def cancel_pending_order(db: DB, order_id: str, reason: str) -> str:
         pid = payment["payment_method_id"]
         refunds.append({"transaction_type": "refund", "amount": payment["amount"], "payment_method_id": pid})
         if "gift_card" in pid:  # gift cards are refunded at once
-            method = db["users"][order["user_id"]]["payment_methods"][pid]
+            method = own(db, "users", order["user_id"])["payment_methods"][pid]
             method["balance"] = round(method["balance"] + payment["amount"], 2)
     order["status"] = "cancelled"
     order["cancel_reason"] = reason
@@ -190,6 +210,7 @@ def modify_pending_order_items(db: DB, order_id: str, item_ids: list[str], new_i
     order["payment_history"].append({"transaction_type": "payment" if diff > 0 else "refund", "amount": abs(diff),
                                      "payment_method_id": payment_method_id})
     if method["source"] == "gift_card":
+        method = own(db, "users", order["user_id"])["payment_methods"][payment_method_id]
         method["balance"] = round(method["balance"] - diff, 2)
     for item_id, new_id in zip(item_ids, new_item_ids):
         item = next(i for i in order["items"] if i["item_id"] == item_id)
@@ -216,6 +237,8 @@ def modify_pending_order_payment(db: DB, order_id: str, payment_method_id: str) 
     method = methods[payment_method_id]
     if method["source"] == "gift_card" and method["balance"] < amount:
         return "Error: insufficient gift card balance to pay for the order"
+    methods = own(db, "users", order["user_id"])["payment_methods"]  # balances change below
+    method = methods[payment_method_id]
     history.extend([
         {"transaction_type": "payment", "amount": amount, "payment_method_id": payment_method_id},
         {"transaction_type": "refund", "amount": amount, "payment_method_id": old_id},
@@ -232,7 +255,7 @@ def modify_user_address(db: DB, user_id: str, address1: str, address2: str, city
                         zip: str) -> str:
     if user_id not in db["users"]:
         return "Error: user not found"
-    user = db["users"][user_id]
+    user = own(db, "users", user_id)
     user["address"] = {"address1": address1, "address2": address2, "city": city, "state": state,
                        "country": country, "zip": zip}
     return json.dumps(user)

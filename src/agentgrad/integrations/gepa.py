@@ -1,0 +1,158 @@
+"""GBC blame inside GEPA (gepa-ai/gepa; the optional extra ``agentgrad[gepa]``).
+
+- :class:`GEPAAdapter` lets ``gepa.optimize`` optimise an agentgrad system: a candidate is the map
+  agent -> prompt; ``evaluate`` runs the task's episodes with those prompts and records their traces;
+  with ``capture_traces`` every failed episode is attributed (GBC) and its verbal loss walked back,
+  so that ``make_reflective_dataset`` gives each component, per failed episode, that agent's calls
+  on the GBC trajectories with the rendered verbal loss (GEPA's ``Inputs`` / ``Generated Outputs`` /
+  ``Feedback`` records).
+- :class:`GBCComponentSelector` implements GEPA's ``ReflectionComponentSelector``: it returns the
+  agents that a blame method (any of :mod:`agentgrad.blame.methods`) names for the failed episodes
+  of the minibatch, the ``top_k`` most blamed, and a fallback (GEPA's round robin, all components,
+  or none) when nothing is blamed. Pass it as ``gepa.optimize(..., module_selector=...)``.
+
+Checked against gepa 0.1.x: ``GEPAAdapter.evaluate(batch, candidate, capture_traces) ->
+EvaluationBatch``, ``make_reflective_dataset(candidate, eval_batch, components_to_update)`` and the
+selector's ``__call__(state, trajectories, subsample_scores, candidate_idx, candidate)``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.extras import require
+
+
+def require_gepa() -> Any:
+    return require("gepa", "gepa", "the GEPA integration")
+
+
+@dataclass
+class Rollout:
+    """One episode as GEPA carries it (opaque to GEPA): what the selector and the reflective dataset read."""
+
+    example: dict[str, Any]
+    score: float
+    output: Any = None
+    trace: Any = None
+    loss: Any = None
+    error: str | None = None
+    ranking: list[Any] = field(default_factory=list)  # the blame method's (agent, node, score), best first
+    trajectories: list[Any] = field(default_factory=list)  # GBC backward paths from the loss
+
+
+class GEPAAdapter:
+    """An agentgrad task (its examples, system, metric and loss) as a GEPA adapter.
+
+    Args:
+        task: what the trainer takes (:class:`agentgrad.optim.tasks.Task`).
+        scorer: the white-box scorer that attributes failed episodes (None: no blame, empty datasets).
+        method: the blame method of the selector (``gbc:W:OBJ:RULE``, ``occlusion:...``, ``last``, ...).
+        top_k, attribution_method: the backward walk for the reflective dataset (kept top-k edges of
+            the ``attribution_method`` weight).
+    """
+
+    propose_new_texts = None  # GEPA's own reflective proposal writes the new prompts
+
+    def __init__(self, task: Any, scorer: Any = None, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
+                 attribution_method: str = "mean_l1", max_chars: int = 2000):
+        from agentgrad.blame.methods import get_blame_method
+
+        require_gepa()
+        self.task, self.scorer, self.method, self.top_k = task, scorer, method, top_k
+        self.attribution_method, self.max_chars = attribution_method, max_chars
+        self.blame = get_blame_method(method)  # an unknown method fails here, not mid-optimisation
+        self.system = task.build_system()
+
+    def _rollout(self, example: dict[str, Any], capture: bool) -> Rollout:
+        from agentgrad.backward import backward
+        from agentgrad.blame.methods import BlameContext
+
+        try:
+            ep = self.system.run(example, id=str(example.get("id", "")))
+        except AgentgradError as e:  # one failed episode scores 0, as GEPA asks; the run goes on
+            return Rollout(example, 0.0, error=str(e))
+        score = self.task.metric(example, ep.output, ep.trace)
+        r = Rollout(example, float(score.value), ep.output, ep.trace)
+        if capture and not score.passed:
+            r.loss = self.task.loss(example, ep.output, ep.trace, score)
+            if r.loss is not None and self.scorer is not None:
+                r.ranking = self.blame(BlameContext(ep.trace, r.loss, self.scorer))
+                _, graph = self.scorer.attribute(ep.trace)
+                r.trajectories = backward(graph, r.loss, self.top_k, self.attribution_method)
+        return r
+
+    def evaluate(self, batch: list[dict[str, Any]], candidate: dict[str, str], capture_traces: bool = False) -> Any:
+        from gepa.core.adapter import EvaluationBatch
+
+        from agentgrad.optim.trainer import set_prompts
+
+        unknown = sorted(set(candidate) - set(self.system.agents()))
+        if unknown:
+            raise ConfigError(f"the candidate names unknown agent(s) {unknown}; agents: {', '.join(self.system.agents())}")
+        set_prompts(self.system, dict(candidate))
+        rollouts = [self._rollout(ex, capture_traces) for ex in batch]
+        return EvaluationBatch(outputs=[r.output for r in rollouts], scores=[r.score for r in rollouts],
+                               trajectories=rollouts if capture_traces else None)
+
+    def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
+                                components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
+        from agentgrad.backward import cut
+
+        out: dict[str, list[dict[str, Any]]] = {c: [] for c in components_to_update}
+        for r in eval_batch.trajectories or []:
+            if r.loss is None or r.trace is None:
+                continue
+            on_paths = sorted({n for t in r.trajectories for n in t.nodes})
+            path_text = "; ".join(" -> ".join(t.agents) for t in r.trajectories) or "(none)"
+            for comp in components_to_update:
+                for n in on_paths:
+                    node = r.trace.nodes[n]
+                    if node.kind != "call" or node.name != comp:
+                        continue
+                    inputs = "\n\n".join(f"[{m.get('role')}] {m.get('content') or ''}" for m in node.messages[1:])
+                    out[comp].append({
+                        "Inputs": cut(inputs, self.max_chars),
+                        "Generated Outputs": cut(node.text, self.max_chars),
+                        "Feedback": cut(f"{r.loss.text}\nThe failure was traced back (gradient-based blame) along: "
+                                        f"{path_text}; this output of {comp} is on that path.", self.max_chars),
+                    })
+        return out
+
+
+class GBCComponentSelector:
+    """GEPA's ``ReflectionComponentSelector`` by blame: the agents the blame method names for the
+    minibatch's failed episodes (each episode's top-ranked agent one vote), the ``top_k`` most voted
+    (ties: the candidate's order); when none is blamed, ``fallback``: ``round_robin`` (GEPA's),
+    ``all`` or ``none``."""
+
+    def __init__(self, top_k: int = 1, fallback: str = "round_robin"):
+        if fallback not in ("round_robin", "all", "none"):
+            raise ConfigError(f"fallback must be round_robin, all or none, got {fallback!r}")
+        if top_k < 1:
+            raise ConfigError("top_k must be at least 1")
+        self.top_k, self.fallback = top_k, fallback
+        self.history: list[list[str]] = []  # what was returned, call by call
+
+    def __call__(self, state: Any, trajectories: list[Any], subsample_scores: list[float], candidate_idx: int,
+                 candidate: dict[str, str]) -> list[str]:
+        votes: Counter[str] = Counter()
+        for r in trajectories or []:
+            top = next((b.agent for b in getattr(r, "ranking", []) or [] if b.agent in candidate), None)
+            if top is not None:
+                votes[top] += 1
+        order = list(candidate)
+        picked = sorted(votes, key=lambda a: (-votes[a], order.index(a)))[: self.top_k]
+        if not picked:
+            if self.fallback == "all":
+                picked = order
+            elif self.fallback == "round_robin":
+                from gepa.strategies.component_selector import RoundRobinReflectionComponentSelector
+
+                picked = RoundRobinReflectionComponentSelector()(state, trajectories, subsample_scores, candidate_idx,
+                                                                 candidate)
+        self.history.append(list(picked))
+        return picked
