@@ -60,3 +60,18 @@ def test_two_ray_workers_equal_one_scorer_and_resume(pipeline_run, tiny_llama, t
                  "--resume"]) == 0
     assert {n: (two / n).stat().st_mtime_ns for n in kept} == kept
     assert strip(json.loads((one / files[1]).read_text())) == strip(json.loads((two / files[1]).read_text()))
+
+
+@pytest.mark.skipif(not HAVE_RAY, reason="ray tests: Ray is not installed (pip install -e '.[ray]')")
+def test_an_unreachable_cluster_is_one_line_at_once(pipeline_run, tiny_llama, tmp_path, capsys):
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # a port nobody listens on
+    rc = main(["attribute", str(pipeline_run), "--scorer", str(tiny_llama), "--out", str(tmp_path / "a"),
+               "--workers", "2", "--ray-address", f"127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "no Ray cluster answers there" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "a").exists()

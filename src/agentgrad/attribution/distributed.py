@@ -61,6 +61,8 @@ def attribute_on_ray(files: list[Path], outs: list[Path], scorer_kwargs: dict[st
     if not jobs:
         return 0
     started = not ray.is_initialized()
+    if started and address:
+        check_reachable(address)
     if started:
         opts: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address:
@@ -93,3 +95,20 @@ def attribute_on_ray(files: list[Path], outs: list[Path], scorer_kwargs: dict[st
         if started:
             ray.shutdown()
 
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A cluster address that answers no TCP connection is a one-line error at once (Ray itself would
+    wait for minutes); ``auto`` and addresses without a port are left to Ray."""
+    import socket
+
+    from agentgrad.errors import RunError
+
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise RunError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}); start one "
+                       "with `ray start --head`, or leave --ray-address out for a local one") from None

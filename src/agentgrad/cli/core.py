@@ -97,9 +97,11 @@ def attribute(
 
     distributed = workers > 1 or ray_address is not None
     if distributed:
-        from agentgrad.attribution.distributed import require_ray
+        from agentgrad.attribution.distributed import check_reachable, require_ray
 
         require_ray()  # a missing extra fails first, naming the install
+        if ray_address:
+            check_reachable(ray_address)
     get_method(method)  # an unknown name fails before the model loads
     if on_too_long not in ("error", "skip"):
         raise ConfigError(f"--on-too-long takes error or skip, got {on_too_long!r}")
