@@ -62,18 +62,6 @@ class Credit:
                 "by_agent": self.by_agent()}
 
 
-def _incoming(att: dict[str, Any], weight: str, top_k: int | None, seed: int) -> dict[int, dict[int, float]]:
-    """Per call: source -> weight, over the weighted (not structural) edges, all or the kept top-k."""
-    graph = AttributionGraph.from_dict(att.get("graph") or {"nodes": {}, "edges": []})
-    if top_k is not None:
-        graph = graph.prune(top_k, weight, seed)
-    out: dict[int, dict[int, float]] = {}
-    for e in graph.edges:
-        if not e.structural:
-            out.setdefault(e.target, {})[e.source] = float(e.weights.get(weight, 0.0))
-    return out
-
-
 def split_credit(att: dict[str, Any], total: float, *, quantity: str = "score", weight: str = "mean_l1",
                  top_k: int | None = None, signed: bool = False, self_share: float = 0.0,
                  tools: Literal["pass", "keep"] = "pass", seed: int | None = None) -> Credit:
@@ -88,16 +76,23 @@ def split_credit(att: dict[str, Any], total: float, *, quantity: str = "score", 
         raise ConfigError(f"self_share must be between 0 and 1, got {self_share}")
     if tools not in ("pass", "keep"):
         raise ConfigError(f"tools must be 'pass' or 'keep', got {tools!r}")
-    nodes = {int(k): v for k, v in _graph_nodes(att).items()}
-    kinds = {n: d.get("kind", "") for n, d in nodes.items()}
-    names = {n: d.get("name", "") for n, d in nodes.items()}
-    parents = _tool_parents(att)
-    incoming = _incoming(att, weight, top_k, att.get("seed", 0) if seed is None else seed)
+    graph = AttributionGraph.from_dict(att.get("graph") or {"nodes": [], "edges": []})
+    kinds = {n: d.get("kind", "") for n, d in graph.nodes.items()}
+    names = {n: d.get("name", "") for n, d in graph.nodes.items()}
+    parents: dict[int, list[int]] = {}  # tool -> the call(s) that asked for it
+    for e in graph.edges:
+        if e.structural:
+            parents.setdefault(e.target, []).append(e.source)
+    pruned = graph.prune(top_k, weight, att.get("seed", 0) if seed is None else seed) if top_k is not None else graph
+    incoming: dict[int, dict[int, float]] = {}  # call -> source -> weight (weighted edges, all or the kept top-k)
+    for e in pruned.edges:
+        if not e.structural:
+            incoming.setdefault(e.target, {})[e.source] = float(e.weights.get(weight, 0.0))
     scored = {n["node_id"]: n for n in att.get("nodes") or [] if isinstance(n, dict) and not n.get("skipped")}
-    targets = [t for t in (att.get("loss") or {}).get("targets", []) if t in nodes]
+    targets = [t for t in (att.get("loss") or {}).get("targets", []) if t in graph.nodes]
     if not targets:
         raise ConfigError(f"attribution of {att.get('trace_id', '?')} has no loss target to start from")
-    credit = {n: 0.0 for n in nodes if kinds[n] != "loss"}
+    credit = {n: 0.0 for n in graph.nodes if kinds[n] != "loss"}
     for t in targets:
         credit[t] += total / len(targets)
     kept: dict[int, float] = {}
@@ -135,21 +130,6 @@ def split_credit(att: dict[str, Any], total: float, *, quantity: str = "score", 
         credit[n] = c - given  # what the prompt carried (or self_share), exactly the rest: conserved
         kept[n] = credit[n]
     return Credit(total, quantity, credit, kinds, names, kept)
-
-
-def _graph_nodes(att: dict[str, Any]) -> dict[Any, dict[str, Any]]:
-    nodes = (att.get("graph") or {}).get("nodes") or {}
-    if isinstance(nodes, list):  # the attribution file's form: a list of {id, kind, name}
-        return {d["id"]: d for d in nodes}
-    return nodes
-
-
-def _tool_parents(att: dict[str, Any]) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for e in (att.get("graph") or {}).get("edges") or []:
-        if e.get("structural"):
-            out.setdefault(int(e["target"]), []).append(int(e["source"]))
-    return out
 
 
 def credit_records(run_dir: Any, *, quantity: Literal["score", "loss"] = "score", **options: Any) -> Iterator[dict[str, Any]]:

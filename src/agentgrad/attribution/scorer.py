@@ -331,18 +331,17 @@ class Scorer:
             groups.setdefault(tuple(r.input_ids[:start]), []).append((i, job, start))
         for members in groups.values():
             members.sort(key=lambda m: len(m[1][0].input_ids))  # similar lengths together: less padding
-            batch: list[tuple[int, Any, int]] = []
-            for m in members + [None]:  # type: ignore[list-item]
-                longest = max([len(b[1][0].input_ids) - b[2] for b in batch + ([m] if m else [])], default=0)
-                if batch and (m is None or longest * (len(batch) + 1) > batch_tokens):
-                    t0 = time.time()
-                    grads = self._batch_gradients([(b[1][0], b[2]) for b in batch])
-                    share = (time.time() - t0) / len(batch)
-                    for (i, job, _), g in zip(batch, grads):
-                        out[i] = self._finish(items[i][0], items[i][1], job, *g, seconds=share)
-                    batch = []
-                if m is not None:
-                    batch.append(m)
+            batches: list[list[tuple[int, Any, int]]] = [[]]
+            for m in members:  # longest last, so a batch's padded size is its count times m's length
+                if batches[-1] and (len(batches[-1]) + 1) * (len(m[1][0].input_ids) - m[2]) > batch_tokens:
+                    batches.append([])
+                batches[-1].append(m)
+            for batch in batches:
+                t0 = time.time()
+                grads = self._batch_gradients([(job[0], start) for _, job, start in batch])
+                share = (time.time() - t0) / len(batch)
+                for (i, job, _), g in zip(batch, grads):
+                    out[i] = self._finish(items[i][0], items[i][1], job, *g, seconds=share)
         return out  # type: ignore[return-value]
 
     def _batch_gradients(self, calls: list[tuple[RenderedCall, int]]) -> list[tuple[Any, Any, int, float, bool]]:

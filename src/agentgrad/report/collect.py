@@ -98,7 +98,7 @@ def _part(path: Path, label: str, attribution: Path | None, warnings: list[str])
     metrics = _read_json(path / "metrics.json", warnings) if (path / "metrics.json").exists() else None
     if isinstance(metrics, dict) and "system" in metrics and "dialogues" in metrics:
         kind = "multiwoz"
-    elif isinstance(metrics, dict) and "max_steps" in metrics or any(e.get("event") == "episode" for e in events):
+    elif (isinstance(metrics, dict) and "max_steps" in metrics) or any(e.get("event") == "episode" for e in events):
         kind = "taubench"
     elif (path / "checkpoint.json").exists() or (path / "prompts").is_dir() or any(e.get("event") == "step" for e in events):
         kind = "optimisation"

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.core.trace import Trace
@@ -330,4 +330,4 @@ def _is_report(path: Path) -> bool:
         return False
 
 
-__all__ = ["ReportResult", "render_report", "write_report", "word_diff", "escape"]
+__all__ = ["ReportResult", "render_report", "write_report", "word_diff"]

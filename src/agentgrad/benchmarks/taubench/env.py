@@ -80,6 +80,9 @@ class RetailDatabase:
         # per record, its text as data_hash writes it: a changed record is written again, the rest reused
         self._records = {t: {k: json.dumps(v, sort_keys=True, ensure_ascii=False) for k, v in recs.items()}
                          for t, recs in self._db.items()}
+        # per table, its keys in data_hash's order with their text (``"key": ``), written once
+        self._keys = {t: [(k, json.dumps(k, ensure_ascii=False) + ": ") for k in sorted(recs)]
+                      for t, recs in self._db.items()}
         self._gold: dict[str, str] = {}  # task's gold actions -> hash of the database they lead to
         self._gold_lock = threading.Lock()
 
@@ -107,12 +110,13 @@ class RetailDatabase:
         for t in sorted(db):
             table, cached, shared = db[t], self._records.get(t, {}), self._db.get(t, {})
             owned = getattr(table, "owned", None)
+            keys = self._keys[t] if t in self._keys and table.keys() == shared.keys() else \
+                [(k, json.dumps(k, ensure_ascii=False) + ": ") for k in sorted(table)]
             recs = []
-            for k in sorted(table):
+            for k, key_text in keys:
                 v = table[k]
                 text = cached.get(k) if owned is not None and k not in owned and v is shared.get(k) else None
-                recs.append(json.dumps(k, ensure_ascii=False) + ": " +
-                            (text if text is not None else json.dumps(v, sort_keys=True, ensure_ascii=False)))
+                recs.append(key_text + (text if text is not None else json.dumps(v, sort_keys=True, ensure_ascii=False)))
             parts.append(json.dumps(t, ensure_ascii=False) + ": {" + ", ".join(recs) + "}")
         return hashlib.sha256(("{" + ", ".join(parts) + "}").encode()).hexdigest()
 
