@@ -152,6 +152,23 @@ def test_stop_rule_finds_the_planted_source_where_earliest_does_not(topology, ti
     assert hits["earliest"] < n  # the obvious rule blames the start of the path
 
 
+@pytest.mark.parametrize("fault", ["wrong_value", "tool"])
+@pytest.mark.parametrize("topology", E.TOPOLOGIES)
+def test_carry_rule_is_exact_where_a_heavier_source_does_not_hold_the_fault(topology, fault, tiny_llama):
+    """``carry`` follows the heaviest source that holds the wrong text. In a broadcast log the source
+    heaviest overall may hold the key's earlier, right value: ``stop`` ends there, ``carry`` goes on."""
+    from transformers import AutoTokenizer
+
+    sc = IdealScorer(AutoTokenizer.from_pretrained(tiny_llama))
+    carry = get_blame_method("gbc:max_l1:targeted:carry")
+    n = 6
+    hits = 0
+    for seed in range(n):
+        ep = E.generate(topology, fault, seed)
+        hits += carry(BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed))[0].node == ep.truth["node"]
+    assert hits == n
+
+
 def test_benchmark_runs_every_method_on_the_tiny_model(tiny_llama, tmp_path):
     from agentgrad.attribution.scorer import Scorer
 
@@ -187,6 +204,25 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
                       (["--methods", "bogus"], "unknown blame method"), (["--episodes", "0"], "--episodes")]:
         rc, _, err = cli("bench", "blame", "--out", tmp_path / "C", *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_lookup_drills_are_answered_only_by_looking_up():
+    """Every labelled word of a drill is what followed the word before it in the list of distinct words."""
+    import random
+
+    from agentgrad.blame.model import BlameModelConfig, _induction_batch
+
+    batch = _induction_batch(BlameModelConfig(batch=16, induction_length=16), 4, 60, random.Random(3))
+    assert len(batch) == 16
+    for ids, labels in batch:
+        assert len(ids) == len(labels) and all(4 <= t < 60 for t in ids)
+        head = ids[: (len(ids) - 3) // 2]  # the word list is at least this long
+        assert len(set(head)) == len(head) >= 6
+        marked = [j for j, lab in enumerate(labels) if lab != -100]
+        assert marked and all(j >= len(head) for j in marked)
+        for j in marked:
+            first = ids.index(ids[j - 1])  # the word before it, where the list holds it
+            assert labels[j] == ids[j] == ids[first + 1] and first + 1 < j - 1
 
 
 def test_trained_scorer_trains_saves_and_scores(tmp_path):
@@ -313,14 +349,15 @@ def test_bench_resume_reads_back_finished_episodes(tiny_llama, tmp_path):
         run_benchmark(sc, ["last"], ["chain"], ["tool"], 2, out, resume=True, setup={"scorer": "other"})
 
 
-# measured on 2 cores: accuracy 0.808; on fan-in and manager wrong values, GBC (max L1, targeted, stop)
-# 0.78 and 0.87 agent top-1 over 200 episodes each, token hit@1 0.75; the floors leave room for a slower machine
-TRAINED_MIN_ACCURACY, TRAINED_MIN_GBC, TRAINED_MIN_HIT1 = 0.70, 0.5, 0.5
+# measured on 2 cores: held-out token accuracy 0.992; on fan-in and manager wrong values, GBC (max L1,
+# targeted, carry) 1.00 agent top-1 over 200 episodes each, token hit@1 0.916; the floors leave room for a
+# slower machine (the training schedule ends within its time budget whatever the speed)
+TRAINED_MIN_ACCURACY, TRAINED_MIN_GBC, TRAINED_MIN_HIT1 = 0.95, 0.8, 0.75
 
 
 def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
     """The default trained scorer (built once per test session, <= 5 minutes on 2 cores): its held-out
-    token accuracy, and GBC with the stop rule naming the planted agent far above chance."""
+    token accuracy, and GBC with the carry rule naming the planted agent far above chance."""
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.model import cached_blame_model
 
@@ -328,8 +365,9 @@ def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
     rep = json.loads((path / "blame_model.json").read_text())
     assert rep["heldout_token_accuracy"] >= TRAINED_MIN_ACCURACY and rep["seconds"] <= 330
     sc = Scorer(str(path))
-    m = run_benchmark(sc, ["gbc:max_l1:targeted:stop", "random"], ["fanin", "manager"], ["wrong_value"], 6)
+    m = run_benchmark(sc, ["gbc:max_l1:targeted:carry", "random"], ["fanin", "manager", "broadcast"],
+                      ["wrong_value"], 6)
     g = m["groups"]["all"]
-    assert g["gbc:max_l1:targeted:stop"]["agent_top1"]["value"] >= TRAINED_MIN_GBC
-    assert g["gbc:max_l1:targeted:stop"]["agent_top1"]["value"] > g["random"]["agent_top1"]["value"] + 0.3
+    assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] >= TRAINED_MIN_GBC
+    assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] > g["random"]["agent_top1"]["value"] + 0.5
     assert m["token"]["targeted"]["hit1"]["value"] >= TRAINED_MIN_HIT1

@@ -52,3 +52,88 @@ def test_missing_extra_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "dspy", None)
     with pytest.raises(ConfigError, match=r"pip install 'agentgrad\[dspy\]'"):
         D.require_dspy()
+
+
+def _scripted_lm():
+    from dspy.utils.dummies import DummyLM
+
+    # the answer predictor's message holds the facts ("fact:"), the facts predictor's does not
+    return DummyLM({"fact:": {"answer": "It is 9."}, "question": {"facts": "fact: 9"}})
+
+
+def _metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
+    ok = pred.answer == gold.answer
+    return dspy.Prediction(score=float(ok), feedback="right" if ok else f"the answer should be {gold.answer}")
+
+
+def test_recorded_trajectory_rebuilds_the_live_trace():
+    """``trace_from_dspy`` on what DSPy recorded equals what the callback tracer recorded live."""
+    from agentgrad.integrations.dspy import trace_from_dspy
+
+    prog = Prog()
+    with dspy.context(lm=_scripted_lm()):
+        _, live = trace_dspy(prog, trace_id="q", question="What is x?")
+        with dspy.context(trace=[]):
+            prog(question="What is x?")
+            steps = list(dspy.settings.trace)
+    rebuilt = trace_from_dspy(steps, prog, trace_id="q")
+    assert len(rebuilt.nodes) == len(live.nodes) == 3
+    for a, b in zip(rebuilt.nodes, live.nodes):
+        assert (a.kind, a.name, a.text, a.parents, a.messages, a.spans) == (b.kind, b.name, b.text, b.parents,
+                                                                           b.messages, b.spans)
+    assert assert_spans_exact(rebuilt) == 3
+
+
+def test_predictors_of_a_copy_are_named_by_signature_and_instruction():
+    """dspy.GEPA's trajectories hold predictors of a copy of the program: named by matching signature."""
+    from agentgrad.integrations.dspy import trace_from_dspy
+
+    prog = Prog()
+    copy = prog.deepcopy()
+    copy.facts.signature = copy.facts.signature.with_instructions("List the facts.")
+    with dspy.context(lm=_scripted_lm(), trace=[]):
+        copy(question="What is x?")
+        steps = list(dspy.settings.trace)
+    cand = {"facts": "List the facts.", "answer": prog.answer.signature.instructions}
+    tr = trace_from_dspy(steps, prog, cand)
+    assert [n.name for n in tr.calls()] == ["facts", "answer"]
+
+
+def test_gbc_selector_inside_dspy_gepa(tiny_llama):
+    """dspy.GEPA with ``component_selector=DSPyGBCSelector``: the selector picks what the blame method
+    ranks first on the live trace of the same run, and GEPA rewrites only the picked predictors."""
+    from dspy.utils.dummies import DummyLM
+
+    from agentgrad.attribution import Scorer
+    from agentgrad.blame.methods import BlameContext, get_blame_method
+    from agentgrad.integrations.dspy import DSPyGBCSelector, dspy_loss
+
+    scorer = Scorer(str(tiny_llama))
+    method = "gbc:mean_l1:whole:path"
+    prog = Prog()
+    train = [dspy.Example(question=f"What is x{i}?", answer="It is 7.").with_inputs("question") for i in range(3)]
+    sel = DSPyGBCSelector(prog, scorer, method=method, fallback="none")
+    reflection = DummyLM([{"new_instruction": "```\nCheck every fact twice.\n```"}] * 20)
+    with dspy.context(lm=_scripted_lm()):
+        opt = dspy.GEPA(metric=_metric, reflection_lm=reflection, component_selector=sel, max_metric_calls=12,
+                        reflection_minibatch_size=2, seed=0)
+        result = opt.compile(prog, trainset=train, valset=train[:1])
+        # what the method ranks first on the live trace of the first example, computed independently
+        pred, live = trace_dspy(prog, question=train[0].question)
+        score = _metric(train[0], pred)
+    expected = get_blame_method(method)(BlameContext(live, dspy_loss(live, train[0], pred, score), scorer))[0].agent
+    assert sel.history and all(picks == [expected] for picks in sel.history)
+    assert sel.rankings and all(r[0].agent == expected for r in sel.rankings)
+    changed = {n for n, p in result.named_predictors() if p.signature.instructions != prog.__getattribute__(n)
+               .signature.instructions}
+    assert changed <= {expected}
+
+
+def test_dspy_selector_bad_input():
+    from agentgrad.errors import RegistryError
+    from agentgrad.integrations.dspy import DSPyGBCSelector
+
+    with pytest.raises(RegistryError, match="unknown blame method"):
+        DSPyGBCSelector(Prog(), None, method="gbc:nope")
+    with pytest.raises(ConfigError, match="fallback"):
+        DSPyGBCSelector(Prog(), None, fallback="sometimes")

@@ -14,10 +14,16 @@ follows, at each call, the incoming edge with the largest weight; ties broken by
   highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
   span of the target's output). The first node whose chosen source does not carry it is blamed;
   a tool or input that carries it is blamed itself. Without loss spans it falls back to ``path``.
+- ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
+  carry the faulty content* (rather than the heaviest source, stopping when it does not carry it),
+  and stops where none does: when the content reaches a call from several sources (a broadcast
+  log, where every earlier message is read), a heavier source that does not hold it does not end
+  the walk.
 
 Objectives: ``whole`` (the gradient of log p of the whole output, the paper's) or ``targeted`` (only
 the output tokens the loss points at; upstream, the region of each source that the gradient
-points at becomes that call's target). Controls: ``random`` (a uniform upstream call or tool),
+points at becomes that call's target: for ``stop`` and ``carry``, the occurrence of the wrong text
+the highest-scoring token lies in, else the source's highest-scoring tokens). Controls: ``random`` (a uniform upstream call or tool),
 ``all`` (every upstream call and tool, tied), ``last`` (where the loss is attached).
 ``occlusion:OBJ:RULE``: the same walk with edge weights from counterfactual occlusion (the drop in
 log p of the output when the source's tokens are replaced by a filler; forward passes only), the
@@ -43,7 +49,7 @@ from agentgrad.blame.judge import PROTOCOLS, judge_blame, steps_of
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, RegistryError
 
-RULES = ("earliest", "path", "maxw", "stop")
+RULES = ("earliest", "path", "maxw", "stop", "carry")
 OBJECTIVES = ("whole", "targeted")
 
 
@@ -165,10 +171,11 @@ def _region_in_source(ctx: BlameContext, src: Any, node: int) -> tuple[tuple[int
     return tuple(chars) or None
 
 
-def _top_token_in(ctx: BlameContext, src: Any, node: int, wrong: str) -> bool:
-    """Whether the source's highest-scoring token lies inside an occurrence of ``wrong`` in the source's text."""
+def _carried(ctx: BlameContext, src: Any, node: int, wrong: str) -> tuple[int, int] | None:
+    """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
+    in or right before (character range in that text), or None when it is neither for any occurrence."""
     if not src.l1:
-        return False
+        return None
     r = ctx.render(node)
     ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
     text = ctx.trace.nodes[src.source].text
@@ -177,46 +184,59 @@ def _top_token_in(ctx: BlameContext, src: Any, node: int, wrong: str) -> bool:
             lo, hi = max(ta, a) - a, min(tb, b) - a
             while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
                 lo += 1
-            return any(oa <= lo and hi <= ob for oa, ob in _occurs(text, wrong))
-    return False
+            # inside an occurrence, or the token right before it (only spaces between): the cue a
+            # copying model retrieves the content by (a key before its value), so its gradient peaks there
+            return next(((oa, ob) for oa, ob in _occurs(text, wrong)
+                         if (oa <= lo and hi <= ob) or (hi <= oa and not text[hi:oa].strip())), None)
+    return None
 
 
 def walk(ctx: BlameContext, weight: str, rule: str, objective: str, occlusion: bool = False) -> list[Blame]:
     """The top-1 backward walk from the loss target, turned into a ranking by ``rule``."""
     rng = random.Random(ctx.seed)
     wrong = ctx.wrong_text()
-    if rule == "stop" and wrong is None:
+    if rule in ("stop", "carry") and wrong is None:
         rule = "path"
+    tests_content = rule in ("stop", "carry")
     node = ctx.target
     region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
     path, edge_w, stopped = [node], {}, None
     while ctx.trace.nodes[node].kind == "call":
+        where: dict[int, tuple[int, int] | None] = {}  # source -> the occurrence of the wrong text it carries
         if occlusion:
             weights = ctx.occlusion(node, region)
             if not weights:
                 break
-            best = max(weights, key=lambda s: (weights[s], rng.random()))
-            w, src_att, att = weights[best], None, None
+            atts = {}
+            if tests_content:
+                where = {s: ((0, 0) if wrong in ctx.trace.nodes[s].text else None) for s in weights}
         else:
             att = ctx.attribute(node, region)
             if not att.sources or att.skipped:
                 break
-            src_att = max(att.sources, key=lambda s: (s.weights[weight], rng.random()))
-            best, w = src_att.source, src_att.weights[weight]
-        if rule == "stop":
-            carries = (wrong in ctx.trace.nodes[best].text) if occlusion else _top_token_in(ctx, src_att, node, wrong)
-            if not carries:
-                stopped = node
-                break
-        edge_w[best] = w
+            atts = {s.source: s for s in att.sources}
+            weights = {s.source: s.weights[weight] for s in att.sources}
+            if tests_content:
+                where = {s.source: _carried(ctx, s, node, wrong) for s in att.sources}
+        pool = [s for s in weights if where.get(s) is not None] if rule == "carry" else list(weights)
+        if not pool:
+            stopped = node
+            break
+        best = max(pool, key=lambda s: (weights[s], rng.random()))
+        if rule == "stop" and where.get(best) is None:
+            stopped = node
+            break
+        edge_w[best] = weights[best]
         path.insert(0, best)
         if objective == "targeted" and not occlusion:
-            region = _region_in_source(ctx, src_att, node)
+            # upstream, the target is what the gradient points at in the source: the occurrence of
+            # the wrong text it lies in when the rule tests content, else its highest-scoring tokens
+            region = (where[best],) if tests_content else _region_in_source(ctx, atts[best], node)
         node = best
     blamable = [n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")]
     if not blamable:
         return []
-    if rule == "stop":
+    if rule in ("stop", "carry"):
         first = stopped if stopped is not None else (path[0] if ctx.trace.nodes[path[0]].kind in ("call", "tool")
                                                      else blamable[0])
         rest = [n for n in reversed(blamable) if n != first]
@@ -262,10 +282,11 @@ def walk_topk(ctx: BlameContext, weight: str, objective: str, k: int = 2, budget
         ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
         for rank, src in enumerate(ranked):
             child = score / (rank + 1)
-            if wrong is not None and not _top_token_in(ctx, src, node, wrong):
+            occ = _carried(ctx, src, node, wrong) if wrong is not None else None
+            if wrong is not None and occ is None:
                 stops[node] = max(stops.get(node, 0.0), child)
                 continue
-            nxt = _region_in_source(ctx, src, node) if objective == "targeted" else None
+            nxt = ((occ,) if occ is not None else _region_in_source(ctx, src, node)) if objective == "targeted" else None
             frontier.append((src.source, nxt, child))
     blamable = {n: v for n, v in stops.items() if ctx.trace.nodes[n].kind in ("call", "tool")}
     if not blamable:
@@ -348,7 +369,7 @@ def _builtins() -> None:
                 register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: walk(c, w, r, o))
             register(f"gbc:{w}:{obj}:top2", lambda c, w=w, o=obj: walk_topk(c, w, o, k=2))
     for obj in OBJECTIVES:
-        for rule in ("maxw", "stop"):
+        for rule in ("maxw", "stop", "carry"):
             register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
     register("temporal", temporal)
     for p in PROTOCOLS:

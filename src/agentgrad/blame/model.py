@@ -7,7 +7,11 @@ It has its own word-level tokenizer (keys with their colon, values, names and te
 word of the generator is one token, held-out values and names included) and a ChatML template, is
 trained on the calls of fresh fault-free ``train`` episodes made while it trains (teacher forcing,
 loss on the output tokens only; a fixed set of calls is recited rather than read), and is
-evaluated on ``eval`` episodes, whose values and agent names never occur in training. It is
+evaluated on ``eval`` episodes, whose values and agent names never occur in training. Every other
+step is a look-up drill (random words, then fragments of them in random order: each next word is
+found by locating the word before it, the circuit a key's look-up needs), and every head starts
+with equal query and key projections (mimetic initialisation: heads begin by matching equal tokens);
+with both, and two 64-wide heads per layer, the look-up forms within the 5-minute budget. It is
 saved with ``save_pretrained`` and loaded by :class:`~agentgrad.attribution.scorer.Scorer` like any
 model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/``.
 """
@@ -15,6 +19,7 @@ model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import random
@@ -41,16 +46,20 @@ class BlameModelConfig:
 
     layers: int = 2
     hidden: int = 128
-    heads: int = 8
-    steps: int = 4600
+    intermediate: int = 128  # MLP width; copying is attention's work, a narrow MLP trains faster per second
+    heads: int = 2  # wide heads (64 dims) form the look-up circuit far sooner than many narrow ones
+    steps: int = 8000
     batch: int = 16
     lr: float = 1e-3
     reuse: int = 2  # each generated batch is trained on this many times (fresh data otherwise)
     eval_episodes: int = 40
     seed: int = 0
-    max_seconds: float = 280.0  # training stops here whatever the step (the issue's budget: 5 minutes)
+    max_seconds: float = 280.0  # the budget (the issue's: 5 minutes): the schedule ends by then on any machine
     prompt_loss: float = 0.0  # weight of the loss on prompt tokens (repeated facts teach copying too)
     rope_theta: float = 300.0  # a small base gives more frequencies that resolve nearby positions
+    induction_warmup: float = 1.0  # share of the steps on which every other batch is a look-up drill
+    induction_length: int = 16  # longest word list of those drills
+    mimetic_init: bool = True  # start every attention head with its key projection equal to its query's
 
     def key(self) -> str:
         import hashlib
@@ -155,6 +164,28 @@ class _FreshBatches:
         self.stop.set()
 
 
+def _induction_batch(cfg: BlameModelConfig, low: int, high: int, rng: random.Random) -> list[tuple[list[int], list[int]]]:
+    """Look-up drills: distinct random words, then fragments of them quoted in random order.
+
+    Each fragment starts at a random place of the word list and goes on for 2-4 words; every word
+    of a fragment after its first is predictable only by finding the word before it in the list
+    and reading what followed it (an induction circuit), the mechanism the look-up of a key's value
+    needs. List and fragment lengths vary, so that no fixed offset solves it. Returns (ids, labels)
+    with -100 where there is no loss.
+    """
+    out = []
+    for _ in range(cfg.batch):
+        words = rng.sample(range(low, high), rng.randint(cfg.induction_length // 2, cfg.induction_length))
+        ids, labels = list(words), [-100] * len(words)
+        while len(ids) < 2 * len(words):
+            i = rng.randrange(len(words) - 1)
+            frag = words[i : i + rng.randint(2, 4)]
+            ids += frag
+            labels += [-100] + frag[1:]
+        out.append((ids, labels))
+    return out
+
+
 def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
                       on_step: Callable[[int, float], None] | None = None) -> dict[str, Any]:
     """Train the scorer into ``out_dir``; returns its report (held-out token accuracy, seconds, steps)."""
@@ -166,25 +197,43 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     torch.manual_seed(cfg.seed)
     tok = build_tokenizer()
     batches = _FreshBatches(tok, cfg)
-    mc = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, intermediate_size=cfg.hidden * 4,
+    mc = LlamaConfig(vocab_size=len(tok), hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
                      num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.heads,
                      max_position_embeddings=2048, initializer_range=0.02, tie_word_embeddings=True,
                      rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     model = LlamaForCausalLM(mc)
+    if cfg.mimetic_init:  # q.k = |W x|^2-like at the start: heads begin by matching equal tokens
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.k_proj.weight.copy_(layer.self_attn.q_proj.weight)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=cfg.steps, pct_start=0.1)
+    t_train = time.time()
     model.train()
-    step, loss_v = 0, float("nan")
+    trained, loss_v = 0, float("nan")
+    warm = int(cfg.induction_warmup * cfg.steps)
+    drills = random.Random(cfg.seed)
+    budget = max(cfg.max_seconds - (t_train - t0), 1e-9)
     for step in range(1, cfg.steps + 1):
-        batch = batches.get()
+        # progress: steps done or time spent, whichever is further along, so that a slower machine
+        # still anneals the learning rate to zero within the time budget (warm-up 10%, then cosine)
+        progress = max((step - 1) / cfg.steps, (time.time() - t_train) / budget)
+        if progress >= 1.0:
+            break
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr * (progress / 0.1 if progress < 0.1 else
+                                    0.5 * (1 + math.cos(math.pi * (progress - 0.1) / 0.9)))
+        if step <= warm and step % 2:
+            batch = _induction_batch(cfg, len(SPECIALS), len(tok), drills)
+        else:
+            batch = [(ids, [-100] * start + ids[start:]) for ids, start in batches.get()]
         width = max(len(ids) for ids, _ in batch)
         x = torch.full((cfg.batch, width), tok.pad_token_id)  # (B, T)
         y = torch.full((cfg.batch, width), -100)  # (B, T): loss on output tokens only
         mask = torch.zeros((cfg.batch, width), dtype=torch.long)  # (B, T)
-        for i, (ids, start) in enumerate(batch):
+        for i, (ids, labels) in enumerate(batch):
             x[i, : len(ids)] = torch.tensor(ids)
-            y[i, start : len(ids)] = torch.tensor(ids[start:])
+            y[i, : len(ids)] = torch.tensor(labels)
             mask[i, : len(ids)] = 1
         if cfg.prompt_loss:
             logits = model(input_ids=x, attention_mask=mask).logits[:, :-1].float()  # (B, T-1, V)
@@ -198,12 +247,9 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        sched.step()
-        loss_v = float(loss.detach())
+        trained, loss_v = step, float(loss.detach())
         if on_step and step % 50 == 0:
             on_step(step, loss_v)
-        if time.time() - t0 > cfg.max_seconds:
-            break
     batches.close()
     model.eval()
     acc = token_accuracy(model, tok, eval_calls(cfg.eval_episodes, cfg.seed))
@@ -211,7 +257,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    report = {"heldout_token_accuracy": acc, "steps": step, "final_loss": loss_v,
+    report = {"heldout_token_accuracy": acc, "steps": trained, "final_loss": loss_v,
               "seconds": round(time.time() - t0, 1), "config": asdict(cfg),
               "note": "mechanism test: a model that copies facts from its sources; not evidence about real LLMs"}
     (out / "blame_model.json").write_text(json.dumps(report, indent=1))

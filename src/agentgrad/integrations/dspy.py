@@ -20,10 +20,13 @@ parent only.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from agentgrad.backward import VerbalLoss
 from agentgrad.core.trace import Node, Span, Trace
+from agentgrad.errors import ConfigError
 from agentgrad.extras import require
+from agentgrad.integrations.gepa import GBCComponentSelector
 
 
 def require_dspy() -> Any:
@@ -45,6 +48,51 @@ def _locate(content: str, field: str, value: str) -> tuple[int, int] | None:
     return (start, start + len(value)) if start >= 0 else None
 
 
+class _Recorder:
+    """Builds the trace from predictor calls, one at a time: the one place that turns a call's inputs,
+    messages and outputs into a node (exact-match provenance, spans), for the live tracer and for
+    traces DSPy already recorded (``dspy.GEPA``'s trajectories)."""
+
+    def __init__(self, trace_id: str = ""):
+        self.trace = Trace(id=trace_id)
+        self._by_value: dict[str, int] = {}  # output value -> the latest call node that produced it
+        self._inputs: dict[tuple[str, str], int] = {}  # (field, value) -> input node
+        self._whole: dict[int, bool] = {}  # call node -> whether its output is exactly one field's value
+
+    def add_call(self, name: str, inputs: dict[str, Any], messages: list[dict[str, Any]],
+                 values: dict[str, Any], completion: str | None) -> Node:
+        msgs = [dict(m) for m in messages]
+        user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=len(msgs) - 1)
+        content = msgs[user].get("content") if isinstance(msgs[user].get("content"), str) else ""
+        spans, parents = [], set()
+        for field, value in inputs.items():
+            text = _text(value)
+            src = self._by_value.get(text)
+            if src is None:
+                key = (field, text)
+                if key not in self._inputs:
+                    self._inputs[key] = self.trace.add(Node(id=-1, kind="input", name=field, text=text)).id
+                src = self._inputs[key]
+            parents.add(src)
+            if not self._whole.get(src, True):  # a part of a multi-field output: no exact span
+                continue
+            where = _locate(content, field, text)
+            if where is not None and not any(s.start < where[1] and where[0] < s.end for s in spans):
+                spans.append(Span(src, user, *where))
+        single = len(values) == 1 and next(iter(values.values())) is not None
+        # one output field: the node's output is its value (what later predictors read, so spans from
+        # it are exact); several: the raw completion, and readers get the node as a parent only
+        text = _text(next(iter(values.values()))) if single else (completion or "")
+        node = self.trace.add(Node(id=-1, kind="call", name=name, text=text, messages=msgs,
+                                   spans=sorted(spans, key=lambda s: s.start), parents=sorted(parents),
+                                   model={"backend": "dspy"}, meta={"completion": completion, "fields": list(values)}))
+        for value in values.values():
+            if value is not None:
+                self._by_value[_text(value)] = node.id
+        self._whole[node.id] = single
+        return node
+
+
 def make_tracer(program: Any = None) -> Any:
     """A DSPy callback that records predictor calls into ``tracer.trace`` (a new one with ``reset``)."""
     dspy = require_dspy()
@@ -57,11 +105,12 @@ def make_tracer(program: Any = None) -> Any:
             self.reset()
 
         def reset(self, trace_id: str = "") -> None:
-            self.trace = Trace(id=trace_id)
+            self._rec = _Recorder(trace_id)
             self._open: list[dict[str, Any]] = []  # predictor calls in progress, innermost last
-            self._by_value: dict[str, int] = {}  # output value -> the latest call node that produced it
-            self._inputs: dict[tuple[str, str], int] = {}  # (field, value) -> input node
-            self._whole: dict[int, bool] = {}  # call node -> whether its output is exactly one field's value
+
+        @property
+        def trace(self) -> Trace:
+            return self._rec.trace
 
         def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
             if isinstance(instance, dspy.Predict):
@@ -84,37 +133,8 @@ def make_tracer(program: Any = None) -> Any:
             rec = self._open.pop()
             if exception is not None or rec["messages"] is None:
                 return
-            msgs = rec["messages"]
-            user = max((i for i, m in enumerate(msgs) if m.get("role") == "user"), default=len(msgs) - 1)
-            content = msgs[user].get("content") if isinstance(msgs[user].get("content"), str) else ""
-            spans, parents = [], set()
-            for field, value in rec["inputs"].items():
-                text = _text(value)
-                src = self._by_value.get(text)
-                if src is None:
-                    key = (field, text)
-                    if key not in self._inputs:
-                        self._inputs[key] = self.trace.add(Node(id=-1, kind="input", name=field, text=text)).id
-                    src = self._inputs[key]
-                parents.add(src)
-                if not self._whole.get(src, True):  # a part of a multi-field output: no exact span
-                    continue
-                where = _locate(content, field, text)
-                if where is not None and not any(s.start < where[1] and where[0] < s.end for s in spans):
-                    spans.append(Span(src, user, *where))
             values = {f: getattr(outputs, f, None) for f in rec["outputs"]} if outputs is not None else {}
-            single = len(values) == 1 and next(iter(values.values())) is not None
-            # one output field: the node's output is its value (what later predictors read, so spans from
-            # it are exact); several: the raw completion, and readers get the node as a parent only
-            text = _text(next(iter(values.values()))) if single else (rec["completion"] or "")
-            node = self.trace.add(Node(id=-1, kind="call", name=rec["name"], text=text, messages=msgs,
-                                       spans=sorted(spans, key=lambda s: s.start), parents=sorted(parents),
-                                       model={"backend": "dspy"},
-                                       meta={"completion": rec["completion"], "fields": list(values)}))
-            for value in values.values():
-                if value is not None:
-                    self._by_value[_text(value)] = node.id
-            self._whole[node.id] = single
+            self._rec.add_call(rec["name"], rec["inputs"], rec["messages"], values, rec["completion"])
 
     return DSPyTracer()
 
@@ -129,3 +149,112 @@ def trace_dspy(program: Any, trace_id: str = "", **inputs: Any) -> tuple[Any, Tr
         prediction = program(**inputs)
     tracer.trace.validate()
     return prediction, tracer.trace
+
+
+def _namer(program: Any, candidate: dict[str, str] | None) -> Callable[[Any], str]:
+    """Names the predictor objects of a recorded DSPy trace after ``program.named_predictors()``.
+
+    The predictors in ``dspy.GEPA``'s trajectories belong to a copy of the program built from the
+    candidate, so they are matched by signature: the same input and output fields and the
+    candidate's instruction for that name (DSPy's own reflective dataset matches by signature
+    too). Predictors that share both (two copies of one signature) are told apart by object: the
+    first distinct object met takes the first such name in ``named_predictors()`` order, and so on.
+    """
+    named = list(program.named_predictors())
+    candidate = candidate or {}
+    taken: dict[int, str] = {}
+
+    def same(name: str, p: Any, pred: Any) -> bool:
+        a, b = p.signature, pred.signature
+        return (list(a.input_fields) == list(b.input_fields) and list(a.output_fields) == list(b.output_fields)
+                and b.instructions == candidate.get(name, a.instructions))
+
+    def name_of(pred: Any) -> str:
+        if id(pred) not in taken:
+            direct = [n for n, p in named if p is pred]
+            matches = direct or [n for n, p in named if same(n, p, pred)]
+            free = [n for n in matches if n not in taken.values()]
+            taken[id(pred)] = (free or matches or [getattr(pred.signature, "__name__", "predict")])[0]
+        return taken[id(pred)]
+
+    return name_of
+
+
+def trace_from_dspy(steps: list[Any], program: Any, candidate: dict[str, str] | None = None,
+                    adapter: Any = None, trace_id: str = "") -> Trace:
+    """An agentgrad trace from the predictor calls DSPy recorded (``dspy.settings.trace`` entries,
+    ``dspy.GEPA``'s ``trajectory["trace"]``): a list of ``(predictor, inputs, outputs)``.
+
+    Each call's messages are what ``adapter`` (DSPy's configured one, else ``ChatAdapter``) formats
+    for that predictor's signature, demos and inputs, so the trace equals what :func:`trace_dspy`
+    records live for the same run; names, provenance and spans as there (see :func:`_namer`).
+    """
+    dspy = require_dspy()
+    adapter = adapter or dspy.settings.adapter or dspy.ChatAdapter()
+    name_of, rec = _namer(program, candidate), _Recorder(trace_id)
+    for pred, inputs, outputs in steps:
+        sig = pred.signature
+        messages = adapter.format(sig, list(getattr(pred, "demos", []) or []), dict(inputs))
+        values = {f: getattr(outputs, f, None) for f in sig.output_fields}
+        rec.add_call(name_of(pred), dict(inputs), messages, values, None)  # DSPy keeps no raw completion
+    rec.trace.validate()
+    return rec.trace
+
+
+def _fields(obj: Any, names: list[str]) -> str:
+    return "; ".join(f"{n}: {_text(getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n))}"
+                     for n in names)
+
+
+def dspy_loss(trace: Trace, example: Any, prediction: Any, score: Any) -> VerbalLoss:
+    """The verbal loss of a failed DSPy episode, attached to its last predictor call: the example's
+    labels as expected, the prediction's fields as produced, and the metric's feedback (a
+    ``ScoreWithFeedback``'s ``feedback``) or its score as the explanation."""
+    calls = trace.calls()
+    if not calls:
+        raise ConfigError("the DSPy trajectory has no predictor call to attach a loss to")
+    labels = list(example.labels().keys()) if hasattr(example, "labels") else []
+    feedback = getattr(score, "feedback", None) if not isinstance(score, (int, float)) else None
+    value = getattr(score, "score", score)
+    explanation = feedback or f"the metric scored this answer {value}"
+    return VerbalLoss.generic(_fields(example, labels) or "(no labels)", _fields(prediction, labels) or
+                              _text(prediction), explanation, [calls[-1].id])
+
+
+class DSPyGBCSelector(GBCComponentSelector):
+    """The GBC component selector for ``dspy.GEPA(component_selector=...)``.
+
+    DSPy hands the selector its own trajectories (``example``, ``prediction``, ``trace`` of
+    ``(predictor, inputs, outputs)``, ``score``); every one scoring below ``threshold`` becomes an
+    agentgrad trace (:func:`trace_from_dspy`) with its verbal loss (:func:`dspy_loss`), the blame
+    method ranks its predictors with the white-box ``scorer``, and the most blamed predictor names
+    are returned (votes, ``top_k``, ``fallback`` as :class:`GBCComponentSelector`).
+    """
+
+    def __init__(self, program: Any, scorer: Any, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
+                 fallback: str = "round_robin", threshold: float = 1.0, adapter: Any = None):
+        from agentgrad.blame.methods import get_blame_method
+
+        require_dspy()
+        super().__init__(top_k, fallback)
+        self.program, self.scorer, self.threshold, self.adapter = program, scorer, threshold, adapter
+        self.method, self.blame = method, get_blame_method(method)  # an unknown method fails here
+        self.rankings: list[list[Any]] = []  # per failed trajectory seen, its ranking (for inspection)
+
+    def top_agents(self, trajectories: list[Any], candidate: dict[str, str]) -> list[str]:
+        from agentgrad.blame.methods import BlameContext
+
+        out = []
+        for i, t in enumerate(trajectories or []):
+            score = t.get("score")
+            value = getattr(score, "score", score)
+            if value is None or float(value) >= self.threshold or not t.get("trace"):
+                continue
+            trace = trace_from_dspy(t["trace"], self.program, candidate, self.adapter, f"dspy-{i}")
+            loss = dspy_loss(trace, t.get("example"), t.get("prediction"), score)
+            ranking = self.blame(BlameContext(trace, loss, self.scorer))
+            self.rankings.append(ranking)
+            top = next((b.agent for b in ranking if b.agent in candidate), None)
+            if top is not None:
+                out.append(top)
+        return out

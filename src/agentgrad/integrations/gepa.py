@@ -139,11 +139,7 @@ class GBCComponentSelector:
 
     def __call__(self, state: Any, trajectories: list[Any], subsample_scores: list[float], candidate_idx: int,
                  candidate: dict[str, str]) -> list[str]:
-        votes: Counter[str] = Counter()
-        for r in trajectories or []:
-            top = next((b.agent for b in getattr(r, "ranking", []) or [] if b.agent in candidate), None)
-            if top is not None:
-                votes[top] += 1
+        votes = Counter(self.top_agents(trajectories, candidate))
         order = list(candidate)
         picked = sorted(votes, key=lambda a: (-votes[a], order.index(a)))[: self.top_k]
         if not picked:
@@ -156,3 +152,12 @@ class GBCComponentSelector:
                                                                  candidate)
         self.history.append(list(picked))
         return picked
+
+    def top_agents(self, trajectories: list[Any], candidate: dict[str, str]) -> list[str]:
+        """Each failed episode's most blamed agent among the candidate's components (its vote)."""
+        out = []
+        for r in trajectories or []:
+            top = next((b.agent for b in getattr(r, "ranking", []) or [] if b.agent in candidate), None)
+            if top is not None:
+                out.append(top)
+        return out
