@@ -176,6 +176,27 @@ def test_gold_system_scores_jga_and_f1_100(tmp_path, capsys):
     assert json.loads((par / "predictions.json").read_text()) == preds
 
 
+def test_concurrent_evaluation_starts_the_longest_dialogues_first(tmp_path, monkeypatch):
+    """With concurrency, dialogues are handed out longest (most turns) first, so that a run does not end
+    waiting on a long dialogue started last; sequentially, in sample order."""
+    from agentgrad.benchmarks.multiwoz import run as R
+    from agentgrad.runs.rundir import RunDir
+
+    handed: dict[int, list] = {}
+
+    def fake_run_jobs(jobs, fn, concurrency, done):
+        handed[concurrency] = list(jobs)
+
+    monkeypatch.setattr(R, "run_jobs", fake_run_jobs)
+    setup = R.WozSetup(R.WozOptions("gold", None, [], "test", 30, 42, None))
+    for c in (1, 8):
+        R.evaluate(setup, RunDir(tmp_path / f"c{c}"), None, None, c)
+    assert handed[1] == setup.dialogues()
+    assert sorted(d.id for d in handed[8]) == sorted(d.id for d in setup.dialogues())
+    turns = [len(d.turns) for d in handed[8]]
+    assert turns == sorted(turns, reverse=True) and turns[0] > turns[-1]
+
+
 def assert_state_spans(trace):
     """Every span is its source's text, or (a state value) one of the source call's tool-call arguments."""
     n = 0

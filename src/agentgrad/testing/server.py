@@ -125,6 +125,9 @@ class OpenAICompatServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body are two writes: with Nagle's algorithm on, the body waits for the
+            # client's delayed ACK (about 40 ms a request), a delay no real server adds
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass

@@ -125,7 +125,8 @@ def evaluate(setup: WozSetup, run_dir: RunDir, on_dialogue: Callable[[dict[str, 
              prompts: dict[str, str] | None = None, concurrency: int = 1) -> dict[str, Any]:
     """Run every sampled dialogue not yet in ``run_dir``; write ``metrics.json`` and ``predictions.json``.
 
-    Up to ``concurrency`` dialogues run at once; each is recorded as soon as it ends.
+    Up to ``concurrency`` dialogues run at once, the longest (most turns) started first; each is
+    recorded as soon as it ends.
     """
     if prompts:
         set_prompts(setup.system, prompts)
@@ -143,7 +144,10 @@ def evaluate(setup: WozSetup, run_dir: RunDir, on_dialogue: Callable[[dict[str, 
         if on_dialogue:
             on_dialogue(rec)
 
-    run_jobs([d for d in dialogues if d.id not in done], run, concurrency, record)
+    pending = [d for d in dialogues if d.id not in done]
+    if concurrency > 1:  # longest first: the run does not end waiting on a long dialogue started last
+        pending.sort(key=lambda d: -len(d.turns))
+    run_jobs(pending, run, concurrency, record)
     wanted = {d.id for d in dialogues}
     records = [e for e in run_dir.events() if e.get("event") == "dialogue" and e["dialogue"] in wanted]
     o = setup.opts
