@@ -137,3 +137,22 @@ def test_dspy_selector_bad_input():
         DSPyGBCSelector(Prog(), None, method="gbc:nope")
     with pytest.raises(ConfigError, match="fallback"):
         DSPyGBCSelector(Prog(), None, fallback="sometimes")
+    with pytest.raises(ConfigError, match="needs a white-box scorer"):
+        DSPyGBCSelector(Prog(), None)
+
+
+def test_dspy_selector_skips_a_trajectory_it_cannot_blame(tiny_llama):
+    """A trajectory longer than the scorer's context gets no vote and is listed; the fallback answers."""
+    from agentgrad.attribution import Scorer
+    from agentgrad.integrations.dspy import DSPyGBCSelector
+
+    prog = Prog()
+    with dspy.context(lm=_scripted_lm(), trace=[]):
+        pred = prog(question="What is x?")
+        steps = list(dspy.settings.trace)
+    gold = dspy.Example(question="What is x?", answer="It is 7.").with_inputs("question")
+    traj = {"example": gold, "prediction": pred, "trace": steps, "score": _metric(gold, pred)}
+    cand = {n: p.signature.instructions for n, p in prog.named_predictors()}
+    sel = DSPyGBCSelector(prog, Scorer(str(tiny_llama), max_context=16), fallback="all")
+    assert sel(None, [traj], [0.0], 0, cand) == ["facts", "answer"]
+    assert len(sel.skipped) == 1 and "context" in sel.skipped[0][1] and not sel.rankings

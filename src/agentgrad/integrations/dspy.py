@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
 from agentgrad.core.trace import Node, Span, Trace
-from agentgrad.errors import ConfigError
+from agentgrad.errors import ConfigError, ModelError, TraceError
 from agentgrad.extras import require
 from agentgrad.integrations.gepa import GBCComponentSelector
 
@@ -228,7 +228,9 @@ class DSPyGBCSelector(GBCComponentSelector):
     ``(predictor, inputs, outputs)``, ``score``); every one scoring below ``threshold`` becomes an
     agentgrad trace (:func:`trace_from_dspy`) with its verbal loss (:func:`dspy_loss`), the blame
     method ranks its predictors with the white-box ``scorer``, and the most blamed predictor names
-    are returned (votes, ``top_k``, ``fallback`` as :class:`GBCComponentSelector`).
+    are returned (votes, ``top_k``, ``fallback`` as :class:`GBCComponentSelector`). A trajectory
+    that cannot be blamed (a call longer than the scorer's context, ...) gets no vote and is listed
+    in ``skipped`` with the reason; the optimisation goes on.
     """
 
     def __init__(self, program: Any, scorer: Any, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
@@ -239,7 +241,10 @@ class DSPyGBCSelector(GBCComponentSelector):
         super().__init__(top_k, fallback)
         self.program, self.scorer, self.threshold, self.adapter = program, scorer, threshold, adapter
         self.method, self.blame = method, get_blame_method(method)  # an unknown method fails here
+        if scorer is None and method not in ("random", "all", "last") and not method.startswith("judge:"):
+            raise ConfigError(f"blame method {method} needs a white-box scorer (agentgrad.attribution.Scorer)")
         self.rankings: list[list[Any]] = []  # per failed trajectory seen, its ranking (for inspection)
+        self.skipped: list[tuple[int, str]] = []  # (trajectory index, why) of trajectories that could not be blamed
 
     def top_agents(self, trajectories: list[Any], candidate: dict[str, str]) -> list[str]:
         from agentgrad.blame.methods import BlameContext
@@ -250,9 +255,14 @@ class DSPyGBCSelector(GBCComponentSelector):
             value = getattr(score, "score", score)
             if value is None or float(value) >= self.threshold or not t.get("trace"):
                 continue
-            trace = trace_from_dspy(t["trace"], self.program, candidate, self.adapter, f"dspy-{i}")
-            loss = dspy_loss(trace, t.get("example"), t.get("prediction"), score)
-            ranking = self.blame(BlameContext(trace, loss, self.scorer))
+            try:  # one trajectory that cannot be blamed (longer than the scorer's context, ...) does not
+                # end the optimisation: it is counted in ``skipped`` and gets no vote
+                trace = trace_from_dspy(t["trace"], self.program, candidate, self.adapter, f"dspy-{i}")
+                loss = dspy_loss(trace, t.get("example"), t.get("prediction"), score)
+                ranking = self.blame(BlameContext(trace, loss, self.scorer))
+            except (ModelError, TraceError) as e:
+                self.skipped.append((i, str(e)))
+                continue
             self.rankings.append(ranking)
             top = next((b.agent for b in ranking if b.agent in candidate), None)
             if top is not None:
