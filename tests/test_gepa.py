@@ -82,6 +82,19 @@ def test_selector_and_reflective_dataset_on_a_planted_failure(tiny_llama):
         adapter.evaluate(task.examples("train"), {"nobody": "x"})
 
 
+def test_an_episode_that_cannot_be_blamed_keeps_its_score_and_gets_no_vote(tiny_llama):
+    from agentgrad.attribution import Scorer
+
+    task = PlantedTask()
+    adapter = GEPAAdapter(task, Scorer(str(tiny_llama), max_context=16), method="gbc:mean_l1:whole:path")
+    seed = {n: a.prompt.text for n, a in adapter.system.agents().items()}
+    batch = adapter.evaluate(task.examples("train"), seed, capture_traces=True)
+    assert batch.scores == [0.0, 0.0, 0.0]
+    assert all(r.error.startswith("not blamed:") and "context" in r.error and not r.ranking for r in batch.trajectories)
+    assert GBCComponentSelector(fallback="none")(None, batch.trajectories, batch.scores, 0, seed) == []
+    assert adapter.make_reflective_dataset(seed, batch, ["w2"]) == {"w2": []}
+
+
 def test_gepa_optimize_rewrites_only_the_blamed_agent(tiny_llama):
     from agentgrad.attribution import Scorer
 

@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.errors import AgentgradError, ConfigError, ModelError, TraceError
 from agentgrad.extras import require
 
 
@@ -80,9 +80,13 @@ class GEPAAdapter:
         if capture and not score.passed:
             r.loss = self.task.loss(example, ep.output, ep.trace, score)
             if r.loss is not None and self.scorer is not None:
-                r.ranking = self.blame(BlameContext(ep.trace, r.loss, self.scorer))
-                _, graph = self.scorer.attribute(ep.trace)
-                r.trajectories = backward(graph, r.loss, self.top_k, self.attribution_method)
+                try:
+                    r.ranking = self.blame(BlameContext(ep.trace, r.loss, self.scorer))
+                    _, graph = self.scorer.attribute(ep.trace)
+                    r.trajectories = backward(graph, r.loss, self.top_k, self.attribution_method)
+                except (ModelError, TraceError) as e:  # an episode that cannot be blamed (longer than the
+                    # scorer's context, ...) keeps its score, gets no vote and no reflective record
+                    r.ranking, r.trajectories, r.error = [], [], f"not blamed: {e}"
         return r
 
     def evaluate(self, batch: list[dict[str, Any]], candidate: dict[str, str], capture_traces: bool = False) -> Any:
