@@ -391,6 +391,11 @@ def get_blame_method(name: str) -> MethodFn:
     return _METHODS[name]
 
 
+def needs_scorer(name: str) -> bool:
+    """Whether a blame method reads a white-box scorer (gradients, occlusion, temporal credit)."""
+    return name.split(":")[0] in ("gbc", "occlusion", "temporal")
+
+
 def select_methods(spec: str, judge: bool = False) -> list[str]:
     """``all``, or a comma list of names and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``).
 

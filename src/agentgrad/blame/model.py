@@ -229,7 +229,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
             batch = [(ids, [-100] * start + ids[start:]) for ids, start in batches.get()]
         width = max(len(ids) for ids, _ in batch)
         x = torch.full((cfg.batch, width), tok.pad_token_id)  # (B, T)
-        y = torch.full((cfg.batch, width), -100)  # (B, T): loss on output tokens only
+        y = torch.full((cfg.batch, width), -100)  # (B, T): the labels (-100: no loss there)
         mask = torch.zeros((cfg.batch, width), dtype=torch.long)  # (B, T)
         for i, (ids, labels) in enumerate(batch):
             x[i, : len(ids)] = torch.tensor(ids)

@@ -133,7 +133,7 @@ def bench_whowhen(
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import select_methods
+    from agentgrad.blame.methods import needs_scorer, select_methods
     from agentgrad.blame.whowhen import DEFAULT_METHODS, PUBLISHED, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.files import check_new_output
@@ -143,9 +143,9 @@ def bench_whowhen(
         raise ConfigError(f"--on-too-long must be skip or error, got {on_too_long!r}")
     spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
     names = select_methods(spec, judge=bool(judge))
-    needs_scorer = [n for n in names if n.split(":")[0] in ("gbc", "occlusion", "temporal")]
-    if needs_scorer and not scorer:
-        raise ConfigError(f"{needs_scorer[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
+    scored = [n for n in names if needs_scorer(n)]
+    if scored and not scorer:
+        raise ConfigError(f"{scored[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
                           f"(or choose --methods random,all,last,judge)")
     check_new_output(out, overwrite, "dir", protect=[archive] if archive else None)
     with console.status("reading the Who&When logs"):

@@ -235,13 +235,13 @@ class DSPyGBCSelector(GBCComponentSelector):
 
     def __init__(self, program: Any, scorer: Any, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
                  fallback: str = "round_robin", threshold: float = 1.0, adapter: Any = None):
-        from agentgrad.blame.methods import get_blame_method
+        from agentgrad.blame.methods import get_blame_method, needs_scorer
 
         require_dspy()
         super().__init__(top_k, fallback)
         self.program, self.scorer, self.threshold, self.adapter = program, scorer, threshold, adapter
         self.method, self.blame = method, get_blame_method(method)  # an unknown method fails here
-        if scorer is None and method not in ("random", "all", "last") and not method.startswith("judge:"):
+        if scorer is None and needs_scorer(method):
             raise ConfigError(f"blame method {method} needs a white-box scorer (agentgrad.attribution.Scorer)")
         self.rankings: list[list[Any]] = []  # per failed trajectory seen, its ranking (for inspection)
         self.skipped: list[tuple[int, str]] = []  # (trajectory index, why) of trajectories that could not be blamed
@@ -264,7 +264,5 @@ class DSPyGBCSelector(GBCComponentSelector):
                 self.skipped.append((i, str(e)))
                 continue
             self.rankings.append(ranking)
-            top = next((b.agent for b in ranking if b.agent in candidate), None)
-            if top is not None:
-                out.append(top)
+            out += self.vote(ranking, candidate)
         return out

@@ -159,9 +159,9 @@ class GBCComponentSelector:
 
     def top_agents(self, trajectories: list[Any], candidate: dict[str, str]) -> list[str]:
         """Each failed episode's most blamed agent among the candidate's components (its vote)."""
-        out = []
-        for r in trajectories or []:
-            top = next((b.agent for b in getattr(r, "ranking", []) or [] if b.agent in candidate), None)
-            if top is not None:
-                out.append(top)
-        return out
+        return [a for r in trajectories or [] for a in self.vote(getattr(r, "ranking", None) or [], candidate)]
+
+    @staticmethod
+    def vote(ranking: list[Any], candidate: dict[str, str]) -> list[str]:
+        """The highest-ranked agent that is one of the candidate's components ([] when none is)."""
+        return next(([b.agent] for b in ranking if b.agent in candidate), [])
