@@ -12,12 +12,16 @@ the ``stop`` rule falls back to ``path``). Its top-ranked blame is scored agains
 The blamed step of a GBC method is the node its rule ranks first: ``earliest`` the earliest call on
 the kept path, ``maxw`` the node whose edge to its successor weighs most, ``path`` every node on the
 path, tied. A log longer than the scorer's context is attributed as far as it fits and counted
-(``too_long``), never dropped. The paper's published figures are stored in ``PUBLISHED`` with their
-source; they are not measured here.
+(``too_long``), never dropped. The paper's published figures (its Table 1: random and the three
+judge protocols with GPT-4o, per subset, with and without ground truth) are stored as data in
+``published/whowhen.json`` with their source and returned by :func:`published`; they are not
+measured here.
 """
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,14 +34,22 @@ from agentgrad.files import RunFiles
 DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
                    "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last")
 
-# Published, not measured here: the best method of the Who&When paper, over all logs.
-PUBLISHED = {
-    "source": "Zhang et al., 'Which Agent Causes Task Failures and When? On Automated Failure Attribution of "
-              "LLM Multi-Agent Systems', ICML 2025 (abstract): the best of all-at-once, step-by-step and binary "
-              "search",
-    "best_agent_level": 0.535,
-    "best_step_level": 0.142,
-}
+PUBLISHED_FILE = Path(__file__).with_name("published") / "whowhen.json"
+
+
+@cache
+def _published_table() -> dict[str, Any]:
+    return json.loads(PUBLISHED_FILE.read_text(encoding="utf-8"))
+
+
+def published(with_ground_truth: bool) -> dict[str, Any]:
+    """The paper's figures for one setting (published, not measured here): ``methods`` maps a method
+    name of this registry to ``{subset: {"agent", "step"}}``; ``source``, ``judge_model``, ``notes`` and
+    the abstract's ``best_agent_level`` / ``best_step_level`` come along."""
+    table = _published_table()
+    setting = "with_ground_truth" if with_ground_truth else "without_ground_truth"
+    return {k: v for k, v in table.items() if k != "methods"} | {
+        "setting": setting, "methods": {m: cells[setting] for m, cells in table["methods"].items()}}
 
 
 def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
@@ -82,7 +94,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
         if on_log:
             on_log(rec)
     metrics = summarize_whowhen(records, methods) | {"with_ground_truth": with_ground_truth,
-                                                      "published": PUBLISHED}
+                                                      "published": published(with_ground_truth)}
     if files:
         files.write_json("metrics.json", data=metrics)
     return metrics

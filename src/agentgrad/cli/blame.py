@@ -134,7 +134,7 @@ def bench_whowhen(
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import needs_scorer, select_methods
-    from agentgrad.blame.whowhen import DEFAULT_METHODS, PUBLISHED, run_whowhen
+    from agentgrad.blame.whowhen import DEFAULT_METHODS, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.files import check_new_output
     from agentgrad.importers import import_whowhen
@@ -177,6 +177,15 @@ def bench_whowhen(
     _print_wide(table)
     console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
                   f"{m['groups']['all']['too_long']}")
-    console.print(f"published (not measured here): best agent-level {PUBLISHED['best_agent_level']:.3f}, best "
-                  f"step-level {PUBLISHED['best_step_level']:.3f} ({PUBLISHED['source']})")
+    pub = m["published"]
+    ptable = Table(title=f"published (not measured here): {pub['judge_model']} as the judge, "
+                         f"{pub['setting'].replace('_', ' ')}; agent / step accuracy")
+    ptable.add_column("method", no_wrap=True)
+    for g in groups:
+        ptable.add_column(f"{g} agent", justify="right")
+        ptable.add_column(f"{g} step", justify="right")
+    for name, cells in pub["methods"].items():
+        ptable.add_row(name, *[f"{cells[g][k]:.3f}" if g in cells else "-" for g in groups for k in ("agent", "step")])
+    _print_wide(ptable)
+    console.print(f"source: {pub['source']} (no figure over all logs is published)", markup=False)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
