@@ -242,6 +242,7 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
 
     html, info = render_report(out)
     assert info["episodes"] == 3 and "Who&amp;When logs (3)" in html and "gbc:mean_l1:whole:maxw" in html
+    assert "judge:all_at_once (published, gpt-4o judge, not measured here)" in html and "0.5517" in html
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "C")]) == 2
     assert "--scorer" in capsys.readouterr().err
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "D"), "--methods", "last",

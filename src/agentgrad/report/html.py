@@ -179,6 +179,10 @@ def _blame_table(part: dict[str, Any]) -> dict[str, Any] | None:
         rows = [[meth, fmt(v["agent"]["value"]), fmt(v["step"]["value"]),
                  *(fmt(groups[g]["methods"][meth]["agent"]["value"]) for g in subsets)]
                 for meth, v in g_all.get("methods", {}).items()]
+        pub = m.get("published") if isinstance(m.get("published"), dict) else {}
+        for meth, cells in (pub.get("methods") or {}).items():  # the paper's figures, per subset only
+            rows.append([f"{meth} (published, {pub.get('judge_model')} judge, not measured here)", fmt(None), fmt(None),
+                         *(fmt((cells.get(g) or {}).get("agent")) for g in subsets)])
         return {"n": m.get("logs"), "chance": (g_all.get("chance") or {}).get("agent"),
                 "columns": ["agent accuracy", "step accuracy", *(f"agent accuracy {g}" for g in subsets)], "rows": rows}
     return None
