@@ -37,6 +37,12 @@ def test_tasks_load(database):
     assert T.calculate({}, "  2 + 3 * 4 ") == "14.0"  # spaces around, as tau-bench's eval accepts
     assert T.calculate({}, "2\t+ 1") == "Error: invalid characters in expression"  # a tab, as there
     assert T.calculate({}, "2 + x") == "Error: invalid characters in expression"
+    # a power too large to compute is refused at once (tau-bench's eval would run for hours, stalling every
+    # concurrent episode); large powers that can be computed still are, as there
+    assert T.calculate({}, "10**10**10").startswith("Error: the power has more than")
+    assert T.calculate({}, "(-9)**(9**9)").startswith("Error: the power has more than")
+    assert T.calculate({}, "10**400/10**399") == "10.0" and T.calculate({}, "2**0.5") == "1.41"
+    assert T.calculate({}, "10**400") == "Error: int too large to convert to float"
 
 
 def test_fresh_copies_are_never_shared(database):

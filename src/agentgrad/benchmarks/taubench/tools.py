@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import operator
 from pathlib import Path
 from typing import Any, Callable
@@ -73,9 +74,21 @@ def list_all_product_types(db: DB) -> str:
     return json.dumps(dict(sorted(names.items())))
 
 
+POW_BITS = 1_000_000  # an integer power beyond this many bits is refused, not computed
+
+
+def _pow(base: Any, exp: Any) -> Any:
+    """``base ** exp``, except that an integer power of more than ``POW_BITS`` bits is an error: tau-bench's
+    eval() would compute ``10**10**10`` for hours (holding the interpreter lock, so every concurrent
+    episode stalls) to end, at best, in "int too large to convert to float"."""
+    if isinstance(base, int) and isinstance(exp, int) and abs(base) > 1 and exp * math.log2(abs(base)) > POW_BITS:
+        raise OverflowError(f"the power has more than {POW_BITS} bits; use smaller numbers")
+    return base ** exp
+
+
 _OPS: dict[type, Callable[..., Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow, ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv, ast.Pow: _pow, ast.Mod: operator.mod,
     ast.USub: operator.neg, ast.UAdd: operator.pos,
 }
 
