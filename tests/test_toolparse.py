@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentgrad.models.toolparse import parse_tool_calls
 
@@ -30,3 +32,24 @@ def test_formats(text, content, calls):
 )
 def test_unparseable_stays_text(text):
     assert parse_tool_calls(text) == (text, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["<function=", "f", "g.h", ">", "</function>", " ", "\n", "{}", '{"a": 1}',
+                                 "<function=>", "x"]), max_size=14))
+def test_function_tags_are_what_the_regex_finds(parts):
+    """The linear-time scan finds what the plain regex finds (which takes cubic time on degenerate replies)."""
+    import re
+
+    from agentgrad.models.toolparse import _function_tags
+
+    text = "".join(parts)
+    regex = re.compile(r"<function=([\w.\-]+)>\s*(.*?)\s*</function>", re.S)
+    assert [(n, b.strip()) for n, b in _function_tags(text)] == [m.groups() for m in regex.finditer(text)]
+
+
+def test_degenerate_replies_are_replies():
+    """A reply that repeats an opening tag or pads it with spaces is returned as text (and at once)."""
+    for text in ("<function=f>" * 20000, "<tool_call>" + " " * 100000 + "x", "<function=f>" + " " * 100000 + "x"):
+        assert parse_tool_calls(text) == (text, [])
+    assert parse_tool_calls("ok <function=f>" + " " * 5000 + '{"a": 1}' + " " * 5000 + "</function>")[1][0].arguments == {"a": 1}
