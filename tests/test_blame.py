@@ -6,6 +6,8 @@ import math
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import SourceAttribution, NodeAttribution
@@ -327,6 +329,38 @@ def test_judge_reply_that_does_not_parse_is_asked_again_then_an_error():
     assert "does not follow the format" in model.requests[1][-1]["content"]
     with pytest.raises(ModelError, match="does not parse.*'no idea'"):
         judge_blame(Judge(FakeModel(["no idea", "no idea"])), trace, ep.loss, "binary_search")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["AGENT:", "AGENT", ":", " ", "  ", "\n", ",", ";", "Bob", "and", "STEP", "step",
+                                 "3", "x-", "*", "agent"]), max_size=12))
+def test_judge_reply_parsing_is_what_the_plain_patterns_read(parts):
+    """The judge's reply parsers read what the plain regular expressions read (the parsers avoid their
+    quadratic backtracking on long runs of spaces)."""
+    import re
+
+    from agentgrad.blame.judge import _named_agent, _parse_step
+
+    reply = "".join(parts)
+    agents = {"Bob", "bob and", "x-step", "and", "x-step 3", "x-"}
+    m = re.search(r"AGENT\s*:\s*([^\n,;]+?)(?:\s+(?:and\s+)?STEP\b|[\n,;]|$)", reply, re.I)
+    said = m.group(1).strip(" \t*`'\".").lower() if m else None
+    assert _named_agent(reply, agents) == next((a for a in agents if a.lower() == said), None)
+    m = re.search(r"STEP\s*:?\s*(\d+)", reply, re.I)
+    assert _parse_step(5)(reply) == (int(m.group(1)) if m and 1 <= int(m.group(1)) <= 5 else None)
+
+
+def test_judge_reply_parsing_cases():
+    from agentgrad.blame.judge import _named_agent, _parse_step
+
+    agents = {"WebSurfer", "Orchestrator"}
+    assert _named_agent("**AGENT:** websurfer\n**STEP:** 4", agents) == "WebSurfer"
+    assert _named_agent("AGENT: Orchestrator and STEP 3", agents) == "Orchestrator"
+    assert _named_agent("AGENT:\n  WebSurfer", agents) == "WebSurfer"  # the name on the next line
+    assert _named_agent("AGENT: someone else", agents) is None
+    assert _parse_step(5)("STEP : 4") == 4 and _parse_step(5)("step 9") is None
+    for reply in ("AGENT: x" + " " * 100000 + "y", "STEP" + " " * 100000):  # at once, not minutes
+        assert _named_agent(reply, agents) is None and _parse_step(5)(reply) is None
 
 
 def test_bench_resume_reads_back_finished_episodes(tiny_llama, tmp_path):

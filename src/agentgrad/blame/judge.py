@@ -89,17 +89,34 @@ class Judge:
 
 def _parse_step(n: int):
     def parse(reply: str) -> int | None:
-        m = re.search(r"STEP\s*:?\s*(\d+)", reply, re.I)
+        m = _STEP_NUMBER.search(reply)
         return int(m.group(1)) if m and 1 <= int(m.group(1)) <= n else None
     return parse
 
 
+# Patterns without two whitespace runs side by side: "STEP\s*:?\s*(\d+)" and a lazy agent name followed by
+# "\s+STEP" backtrack in quadratic time on a reply with a long run of spaces (6 s for 20,000).
+_STEP_NUMBER = re.compile(r"STEP\s*(?::\s*)?(\d+)", re.I)
+_AGENT = re.compile(r"AGENT\s*:(\s*)([^\n,;]*)", re.I)
+_STEP_WORD = re.compile(r"\bSTEP\b", re.I)
+
+
 def _named_agent(reply: str, agents: set[str]) -> str | None:
-    m = re.search(r"AGENT\s*:\s*([^\n,;]+?)(?:\s+(?:and\s+)?STEP\b|[\n,;]|$)", reply, re.I)
-    if not m:
-        return None
-    said = m.group(1).strip().strip("*`'\".").lower()
-    return next((a for a in agents if a.lower() == said), None)
+    """The agent after the first "AGENT:" (up to a line end, comma, semicolon or "[and] STEP"), if one of
+    ``agents`` (case-insensitive)."""
+    for m in _AGENT.finditer(reply):
+        said = m.group(2)
+        if not said and not m.group(1).replace("\n", ""):
+            continue  # "AGENT:" with nothing after it on its line: a later one may name the agent
+        for s in _STEP_WORD.finditer(said):
+            if s.start() > 0 and said[s.start() - 1].isspace():
+                said = said[: s.start()].rstrip()
+                if len(said) > 3 and said.lower().endswith("and") and said[-4].isspace():
+                    said = said[:-3]
+                break
+        said = said.strip(" \t*`'\".").lower()  # also "**AGENT:** name" (markdown bold)
+        return next((a for a in agents if a.lower() == said), None)
+    return None
 
 
 def _parse_word(words: tuple[str, ...]):
