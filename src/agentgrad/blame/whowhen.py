@@ -21,7 +21,6 @@ measured here.
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,16 +36,11 @@ DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1
 PUBLISHED_FILE = Path(__file__).with_name("published") / "whowhen.json"
 
 
-@cache
-def _published_table() -> dict[str, Any]:
-    return json.loads(PUBLISHED_FILE.read_text(encoding="utf-8"))
-
-
 def published(with_ground_truth: bool) -> dict[str, Any]:
     """The paper's figures for one setting (published, not measured here): ``methods`` maps a method
     name of this registry to ``{subset: {"agent", "step"}}``; ``source``, ``judge_model``, ``notes`` and
     the abstract's ``best_agent_level`` / ``best_step_level`` come along."""
-    table = _published_table()
+    table = json.loads(PUBLISHED_FILE.read_text(encoding="utf-8"))  # a fresh copy: callers may change it
     setting = "with_ground_truth" if with_ground_truth else "without_ground_truth"
     return {k: v for k, v in table.items() if k != "methods"} | {
         "setting": setting, "methods": {m: cells[setting] for m, cells in table["methods"].items()}}
