@@ -7,7 +7,9 @@ the ``stop`` rule falls back to ``path``). Its top-ranked blame is scored agains
 
 - agent-level: the top agent is the labelled ``mistake_agent`` (case-insensitive; ties at the top
   earn 1/ties);
-- step-level: the top node is the labelled step (``mistake_step``, node ``mistake_step + 1``).
+- step-level: the top node is the labelled step (``mistake_step``, node ``mistake_step + 1``);
+- step-level within ``k`` (``step_within``, k = 1..5, the paper's Table 2): the top node is at most ``k``
+  steps from the labelled one (ties at the top earn the share of them that are).
 
 The blamed step of a GBC method is the node its rule ranks first: ``earliest`` the earliest call on
 the kept path, ``maxw`` the node whose edge to its successor weighs most, ``path`` every node on the
@@ -46,6 +48,18 @@ def published(with_ground_truth: bool) -> dict[str, Any]:
         "setting": setting, "methods": {m: cells[setting] for m, cells in table["methods"].items()}}
 
 
+TOLERANCES = (1, 2, 3, 4, 5)
+
+
+def step_within(ranking: list[Any], truth_node: int) -> dict[str, float]:
+    """For each tolerance k, the share of the top-scored nodes at most k steps from ``truth_node``."""
+    if not ranking:
+        return {str(k): 0.0 for k in TOLERANCES}
+    best = max(b.score for b in ranking)
+    top = list(dict.fromkeys(b.node for b in ranking if b.score == best))
+    return {str(k): sum(abs(n - truth_node) <= k for n in top) / len(top) for k in TOLERANCES}
+
+
 def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
     """The verbal loss of a failed log, attached to its last call."""
     labels = trace.meta.get("labels", {})
@@ -80,6 +94,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
             rec["methods"][m] = {
                 "agent": top1_credit(ranking, truth_agent, lambda b: b.agent.lower()),
                 "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
+                "step_within": step_within(ranking, labels["mistake_node"]),
                 "top": ranking[0].to_dict() if ranking else None}
         rec["too_long"] = ctx.too_long()
         records.append(rec)
@@ -106,5 +121,8 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
             "chance": {k: sum(r["chance"][k] for r in rs) / max(n, 1) for k in ("agent", "step")},
             "methods": {m: {k: {"value": sum(r["methods"][m][k] for r in rs) / max(n, 1),
                                 "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
-                            for k in ("agent", "step")} for m in methods}}
+                            for k in ("agent", "step")}
+                        | {"step_within": {str(t): sum(r["methods"][m].get("step_within", {}).get(str(t), 0.0)
+                                                       for r in rs) / max(n, 1) for t in TOLERANCES}}
+                        for m in methods}}
     return out
