@@ -289,7 +289,7 @@ def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama
     with OpenAICompatServer(FakeModel(responder=_reading_judge)) as srv:
         judge = Judge(make_judge(f"openai:judge@{srv.base_url}"))
         methods = select_methods("judge", judge=True)
-        assert methods == ["judge:all_at_once", "judge:step_by_step", "judge:binary_search"]
+        assert methods == ["judge:all_at_once", "judge:step_by_step", "judge:binary_search", "judge:hybrid"]
         m = run_benchmark(None, methods, ["chain", "broadcast"], ["wrong_value", "tool"], 3, tmp_path / "J",
                           judge=judge)
         for name in methods:
@@ -298,6 +298,7 @@ def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama
         g = m["groups"]["all"]
         assert g["judge:all_at_once"]["judge_requests"] == 1
         assert g["judge:binary_search"]["judge_requests"] < g["judge:step_by_step"]["judge_requests"]
+        assert g["judge:hybrid"]["judge_requests"] <= g["judge:step_by_step"]["judge_requests"] + 1
         rc, out, err = cli("bench", "blame", "--out", tmp_path / "C", "--scorer", tiny_llama, "--episodes", "1",
                            "--topology", "fanin", "--faults", "tool", "--methods", "judge:binary_search,last",
                            "--judge", f"openai:judge@{srv.base_url}")
@@ -312,6 +313,42 @@ def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     rc, _, err = cli("bench", "blame", "--out", tmp_path / "E", "--methods", "judge", "--judge", "openai:x")
     assert rc == 1 and "no API key" in err and not (tmp_path / "E").exists()  # refused before anything is written
+
+
+def test_hybrid_judge_asks_about_the_named_agents_steps_only():
+    """Hybrid (Who&When, Section 4.7): all-at-once names the agent (here with a wrong step), then
+    step-by-step over that agent's steps finds the step; no other agent's step is asked about."""
+    from agentgrad.blame.judge import Judge, steps_of
+    from agentgrad.blame.methods import BlameContext, get_blame_method
+    from agentgrad.models.fake import FakeModel
+
+    ep = E.generate("chain", "wrong_value", 0)
+    trace = E.without_truth(ep.trace)
+    steps = steps_of(trace, ep.loss.targets[0])
+    calls = [i for i, n in enumerate(steps, 1) if trace.nodes[n].kind == "call"]
+    agent = trace.nodes[steps[calls[-1] - 1]].name  # the agent of the last call step
+    own = [i for i in calls if trace.nodes[steps[i - 1]].name == agent]
+    wanted = own[0]
+    other = next(i for i in range(1, len(steps) + 1) if i != wanted)
+    asked = []
+
+    def judge(messages, tools):
+        prompt = messages[1]["content"]
+        if "Which agent" in prompt:
+            return f"AGENT: {agent} STEP: {other}"
+        i = int(prompt.split("Is step ")[1].split(" ")[0])
+        asked.append(i)
+        return "YES" if i == wanted else "NO"
+
+    j = Judge(FakeModel(responder=judge))
+    (blame,) = get_blame_method("judge:hybrid")(BlameContext(trace, ep.loss, judge=j))
+    assert (blame.agent, blame.node) == (agent, steps[wanted - 1])
+    assert asked == [wanted] and j.requests == 2
+    # the agent says no to every one of its steps: the step all-at-once named stays
+    asked.clear()
+    wanted = -1
+    (blame,) = get_blame_method("judge:hybrid")(BlameContext(trace, ep.loss, judge=j))
+    assert blame.node == steps[other - 1] and blame.agent == agent and asked == own
 
 
 def test_judge_reply_that_does_not_parse_is_asked_again_then_an_error():

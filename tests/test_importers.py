@@ -156,7 +156,7 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
         mid = int(prompt.split("lower half (steps ")[1].split(" to ")[1].split(")")[0])
         return "LOWER" if wanted <= mid else "UPPER"
 
-    m = run_whowhen(traces, ["last", "judge:all_at_once", "judge:step_by_step", "judge:binary_search"],
+    m = run_whowhen(traces, ["last", "judge:all_at_once", "judge:step_by_step", "judge:binary_search", "judge:hybrid"],
                     judge=Judge(FakeModel(responder=judge)), out=tmp_path / "W")
     g = m["groups"]
     assert g["all"]["methods"]["last"]["agent"]["value"] == pytest.approx(2 / 3)
@@ -165,7 +165,7 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
     # `last` is 0, 2 and 2 steps from the labelled step: within 1 step on one log of three, within 2 on all
     assert g["all"]["methods"]["last"]["step_within"] == pytest.approx({"1": 1 / 3, "2": 1, "3": 1, "4": 1, "5": 1})
     assert g["hand"]["methods"]["last"]["step_within"]["1"] == 0.5 and g["algorithm"]["methods"]["last"]["step_within"]["1"] == 0
-    for j in ("judge:all_at_once", "judge:step_by_step", "judge:binary_search"):
+    for j in ("judge:all_at_once", "judge:step_by_step", "judge:binary_search", "judge:hybrid"):
         assert g["all"]["methods"][j]["agent"]["value"] == 1.0 and g["all"]["methods"][j]["step"]["value"] == 1.0, j
     assert g["all"]["chance"]["step"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 4) / 3)
     assert g["all"]["chance"]["agent"] == pytest.approx((1 / 3 + 2 / 3 + 1 / 4) / 3)
@@ -225,6 +225,14 @@ def test_whowhen_published_table_is_the_papers():
             assert abs(d - gap) < 1e-9
     assert w["methods"]["judge:binary_search"] != wo["methods"]["judge:binary_search"]
     assert "published" in w["status"] and "2505.00212" in w["source"]
+    # Table 3 (hand-crafted, mean of the two settings): its step figures are Table 1's means, and the hybrid's
+    # agent is all-at-once's (the hybrid takes its agent from all-at-once)
+    t3 = w["hand_mean_of_settings"]["methods"]
+    for name in ("judge:all_at_once", "judge:step_by_step", "judge:binary_search"):
+        assert abs(t3[name]["step"] - (w["methods"][name]["hand"]["step"] + wo["methods"][name]["hand"]["step"]) / 2) < 1e-4
+    assert t3["judge:hybrid"]["agent"] == t3["judge:all_at_once"]["agent"] and t3["judge:hybrid"]["step"] > max(
+        t3[n]["step"] for n in t3 if n != "judge:hybrid")
+    get_blame_method("judge:hybrid")
     # Table 2 (hand-crafted, mean of the two settings): accuracy can only grow with the tolerance, and at
     # tolerance 1 it is at least the exact accuracy of Table 1 (mean of the two settings)
     for name, cells in w["step_within"]["methods"].items():

@@ -10,7 +10,9 @@ the task and the verbal loss, and names the step where the decisive mistake was 
 - ``step_by_step``: one request per step, in order, each showing the log up to that step: "is this
   step the decisive mistake?"; the first yes is blamed (none: the last step);
 - ``binary_search``: the judge is shown the log and a range of steps split in two halves and says
-  which half holds the decisive mistake, until one step is left (about log2(n) requests).
+  which half holds the decisive mistake, until one step is left (about log2(n) requests);
+- ``hybrid`` (the study's Section 4.7): all-at-once names the agent, then step-by-step over that
+  agent's own steps only; the first yes is blamed (none: the step all-at-once named).
 
 A reply that does not parse is asked once more with a reminder of the format; a second bad reply
 is a :class:`~agentgrad.errors.ModelError` that quotes it.
@@ -25,7 +27,7 @@ from agentgrad.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, ModelError
 
-PROTOCOLS = ("all_at_once", "step_by_step", "binary_search")
+PROTOCOLS = ("all_at_once", "step_by_step", "binary_search", "hybrid")
 
 _SYSTEM = ("You audit the log of a team of AI agents that failed at a task. Find the step where the decisive "
            "mistake was made: the earliest step whose output is wrong and makes the final answer wrong. A tool "
@@ -126,6 +128,14 @@ def _parse_word(words: tuple[str, ...]):
     return parse
 
 
+def _is_the_mistake(judge: Judge, trace: Trace, steps: list[int], i: int, failure: str) -> bool:
+    """Step-by-step's question about step ``i`` (1-based), shown the log up to it."""
+    fmt = "YES or NO"
+    return judge.ask(f"{render_log(trace, steps, i)}\n\n{failure}\n\nIs step {i} the decisive mistake (its output "
+                     f"is wrong, and the steps before it were right)? Answer {fmt}, then one sentence of reason.",
+                     _parse_word(("yes", "no")), fmt) == "YES"
+
+
 def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> list[tuple[int, float]]:
     """The judged ranking of ``(node, score)`` for the failure ``loss`` describes."""
     if protocol not in PROTOCOLS:
@@ -140,15 +150,15 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
                       f"which step? Answer with {fmt}, then one sentence of reason.", _parse_step(len(steps)), fmt)
         judge.named_agent = _named_agent(judge.last_reply, {trace.nodes[n].name for n in steps})
         return [(steps[i - 1], 1.0)]
+    if protocol == "hybrid":
+        (named, _), = judge_blame(judge, trace, loss, "all_at_once")
+        agent = judge.named_agent or trace.nodes[named].name
+        own = [i for i, n in enumerate(steps, 1) if trace.nodes[n].kind == "call" and trace.nodes[n].name == agent]
+        found = next((i for i in own if _is_the_mistake(judge, trace, steps, i, failure)), None)
+        return [(steps[found - 1] if found else named, 1.0)]
     if protocol == "step_by_step":
-        for i in range(1, len(steps) + 1):
-            fmt = "YES or NO"
-            said = judge.ask(f"{render_log(trace, steps, i)}\n\n{failure}\n\nIs step {i} the decisive mistake "
-                             f"(its output is wrong, and the steps before it were right)? Answer {fmt}, then "
-                             f"one sentence of reason.", _parse_word(("yes", "no")), fmt)
-            if said == "YES":
-                return [(steps[i - 1], 1.0)]
-        return [(steps[-1], 1.0)]
+        found = next((i for i in range(1, len(steps) + 1) if _is_the_mistake(judge, trace, steps, i, failure)), None)
+        return [(steps[(found or len(steps)) - 1], 1.0)]
     lo, hi = 1, len(steps)
     while lo < hi:
         mid = (lo + hi) // 2

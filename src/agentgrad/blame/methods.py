@@ -33,7 +33,7 @@ along each path (:func:`walk_topk`).
 ``temporal``: temporal credit, each step scored by how surprising the loss-relevant content is
 there given the step's inputs (:func:`temporal`; forward passes only).
 ``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
-``step_by_step``, ``binary_search``.
+``step_by_step``, ``binary_search``, ``hybrid``.
 """
 
 from __future__ import annotations

@@ -201,4 +201,12 @@ def bench_whowhen(
         _print_wide(ttable)
         console.print(f"published rows: {within['source']}, {pub['judge_model']} as the judge, {within['setting']}",
                       markup=False)
+        mean = pub["hand_mean_of_settings"]
+        htable = Table(title=f"published (not measured here): hand-crafted logs, {mean['setting']}")
+        for col in ("method", "agent", "step", "tokens (its cost column)"):
+            htable.add_column(col, justify="left" if col == "method" else "right", no_wrap=col == "method")
+        for name, cells in mean["methods"].items():
+            htable.add_row(name, f"{cells['agent']:.3f}", f"{cells['step']:.3f}", f"{cells['tokens']:,}")
+        _print_wide(htable)
+        console.print(f"source: {mean['source']}", markup=False)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
