@@ -36,11 +36,14 @@ def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
+def top_tied(ranking: list[Blame], key: Callable[[Blame], Any]) -> list[Any]:
+    """The distinct ``key`` values of the blames tied at the top score (none for an empty ranking)."""
+    best = max((b.score for b in ranking), default=None)
+    return list(dict.fromkeys(key(b) for b in ranking if b.score == best))
+
+
 def top1_credit(ranking: list[Blame], truth: Any, key: Callable[[Blame], Any]) -> float:
-    if not ranking:
-        return 0.0
-    best = max(b.score for b in ranking)
-    top = list(dict.fromkeys(key(b) for b in ranking if b.score == best))
+    top = top_tied(ranking, key)
     return (1.0 / len(top)) if truth in top else 0.0
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.blame.bench import top1_credit, wilson
-from agentgrad.blame.methods import BlameContext, get_blame_method
+from agentgrad.blame.bench import top1_credit, top_tied, wilson
+from agentgrad.blame.methods import Blame, BlameContext, get_blame_method
 from agentgrad.core.trace import Trace
 from agentgrad.files import RunFiles
 
@@ -51,13 +51,10 @@ def published(with_ground_truth: bool) -> dict[str, Any]:
 TOLERANCES = (1, 2, 3, 4, 5)
 
 
-def step_within(ranking: list[Any], truth_node: int) -> dict[str, float]:
+def step_within(ranking: list[Blame], truth_node: int) -> dict[str, float]:
     """For each tolerance k, the share of the top-scored nodes at most k steps from ``truth_node``."""
-    if not ranking:
-        return {str(k): 0.0 for k in TOLERANCES}
-    best = max(b.score for b in ranking)
-    top = list(dict.fromkeys(b.node for b in ranking if b.score == best))
-    return {str(k): sum(abs(n - truth_node) <= k for n in top) / len(top) for k in TOLERANCES}
+    top = top_tied(ranking, lambda b: b.node)
+    return {str(k): sum(abs(n - truth_node) <= k for n in top) / max(len(top), 1) for k in TOLERANCES}
 
 
 def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
@@ -122,7 +119,7 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
             "methods": {m: {k: {"value": sum(r["methods"][m][k] for r in rs) / max(n, 1),
                                 "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
                             for k in ("agent", "step")}
-                        | {"step_within": {str(t): sum(r["methods"][m].get("step_within", {}).get(str(t), 0.0)
+                        | {"step_within": {str(t): sum(r["methods"][m]["step_within"][str(t)]
                                                        for r in rs) / max(n, 1) for t in TOLERANCES}}
                         for m in methods}}
     return out

@@ -71,6 +71,15 @@ def _print_wide(table: Table) -> None:
     Console(width=max(console.width, 150)).print(table)
 
 
+def _methods_table(title: str, columns: list[str]) -> Table:
+    """A table with a method column, then right-aligned figure columns."""
+    table = Table(title=title)
+    table.add_column("method", no_wrap=True)
+    for c in columns:
+        table.add_column(c, justify="right")
+    return table
+
+
 def print_blame_table(metrics: dict) -> None:
     """Agent-level top-1 per method: overall with its 95% interval, then by topology and fault kind."""
     groups = metrics["groups"]
@@ -157,13 +166,10 @@ def bench_whowhen(
     with _progress() as progress:
         bar = progress.add_task("logs", total=len(res.traces))
         m = run_whowhen(res.traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar))
-    table = Table(title=f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
-                        f"agent / step accuracy (all: 95% CI)")
-    table.add_column("method", no_wrap=True)
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
-    for g in groups:
-        table.add_column(f"{g} agent", justify="right")
-        table.add_column(f"{g} step", justify="right")
+    columns = [f"{g} {k}" for g in groups for k in ("agent", "step")]
+    table = _methods_table(f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
+                           f"agent / step accuracy (all: 95% CI)", columns)
     for name in names:
         row = [name]
         for g in groups:
@@ -178,35 +184,28 @@ def bench_whowhen(
     console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
                   f"{m['groups']['all']['too_long']}")
     pub = m["published"]
-    ptable = Table(title=f"published (not measured here): {pub['judge_model']} as the judge, "
-                         f"{pub['setting'].replace('_', ' ')}; agent / step accuracy")
-    ptable.add_column("method", no_wrap=True)
-    for g in groups:
-        ptable.add_column(f"{g} agent", justify="right")
-        ptable.add_column(f"{g} step", justify="right")
+    table = _methods_table(f"published (not measured here): {pub['judge_model']} as the judge, "
+                           f"{pub['setting'].replace('_', ' ')}; agent / step accuracy", columns)
     for name, cells in pub["methods"].items():
-        ptable.add_row(name, *[f"{cells[g][k]:.3f}" if g in cells else "-" for g in groups for k in ("agent", "step")])
-    _print_wide(ptable)
+        table.add_row(name, *[f"{cells[g][k]:.3f}" if g in cells else "-" for g in groups for k in ("agent", "step")])
+    _print_wide(table)
     console.print(f"source: {pub['source']} (no figure over all logs is published)", markup=False)
-    if "hand" in m["groups"]:  # the paper's Table 2: hand-crafted logs are long enough for a tolerance to mean much
+    if "hand" in m["groups"]:  # the paper's Tables 2 and 3 are on the hand-crafted logs
         within = pub["step_within"]
-        ttable = Table(title="hand-crafted logs: step accuracy within k steps of the labelled one")
-        ttable.add_column("method", no_wrap=True)
-        for k in ("1", "2", "3", "4", "5"):
-            ttable.add_column(f"within {k}", justify="right")
+        table = _methods_table("hand-crafted logs: step accuracy within k steps of the labelled one",
+                               [f"within {k}" for k in range(1, 6)])
         for name in names:
-            ttable.add_row(name, *[f"{v:.3f}" for v in m["groups"]["hand"]["methods"][name]["step_within"].values()])
+            table.add_row(name, *[f"{v:.3f}" for v in m["groups"]["hand"]["methods"][name]["step_within"].values()])
         for name, cells in within["methods"].items():
-            ttable.add_row(f"{name} (published)", *[f"{v:.3f}" for v in cells.values()])
-        _print_wide(ttable)
+            table.add_row(f"{name} (published)", *[f"{v:.3f}" for v in cells.values()])
+        _print_wide(table)
         console.print(f"published rows: {within['source']}, {pub['judge_model']} as the judge, {within['setting']}",
                       markup=False)
         mean = pub["hand_mean_of_settings"]
-        htable = Table(title=f"published (not measured here): hand-crafted logs, {mean['setting']}")
-        for col in ("method", "agent", "step", "tokens (its cost column)"):
-            htable.add_column(col, justify="left" if col == "method" else "right", no_wrap=col == "method")
+        table = _methods_table(f"published (not measured here): hand-crafted logs, {mean['setting']}",
+                               ["agent", "step", "tokens (its cost column)"])
         for name, cells in mean["methods"].items():
-            htable.add_row(name, f"{cells['agent']:.3f}", f"{cells['step']:.3f}", f"{cells['tokens']:,}")
-        _print_wide(htable)
+            table.add_row(name, f"{cells['agent']:.3f}", f"{cells['step']:.3f}", f"{cells['tokens']:,}")
+        _print_wide(table)
         console.print(f"source: {mean['source']}", markup=False)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
