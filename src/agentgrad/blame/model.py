@@ -267,7 +267,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
 def cached_blame_model(cfg: BlameModelConfig | None = None,
                        on_step: Callable[[int, float], None] | None = None) -> Path:
     """The trained scorer for ``cfg``, trained once and kept (like the tiny model), renamed into place."""
-    from agentgrad.testing.tiny import cache_dir
+    from agentgrad.models.spec import cache_dir
 
     cfg = cfg or BlameModelConfig()
     final = cache_dir() / "blame" / cfg.key()

@@ -3,3 +3,4 @@
 from pathlib import Path
 
 PIPELINE = Path(__file__).parent / "pipeline"
+LOOKUP = Path(__file__).parent / "lookup"

@@ -23,7 +23,8 @@ from agentgrad.models.toolparse import parse_tool_calls
 class HFOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(..., description="local folder or hub id")
+    path: str = Field(..., description="local folder, hub id, gguf:FILE, or an embedded model's name (smollm2)")
+    gguf_file: str | None = Field(None, description="a GGUF file name inside the folder `path`")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     device: str = "cpu"
     device_map: str | None = None
@@ -43,7 +44,14 @@ def looks_local(path: str) -> bool:
 
 
 def load_tokenizer_and_model(opts: HFOptions) -> tuple[Any, Any]:
-    """``from_pretrained`` for tokenizer and model, with one-line errors for the usual mistakes."""
+    """``from_pretrained`` for tokenizer and model, with one-line errors for the usual mistakes.
+
+    ``opts.path`` may be any model value of :mod:`agentgrad.models.spec` (a GGUF file or an
+    embedded model's name are converted once to a cached folder, which is what loads)."""
+    from agentgrad.models.spec import is_model_name, resolve_model_path
+
+    if opts.gguf_file or is_model_name(opts.path):
+        opts = opts.model_copy(update={"path": resolve_model_path(opts.path, opts.gguf_file), "gguf_file": None})
     path = os.path.expanduser(opts.path)
     if looks_local(opts.path) and not os.path.isdir(path):
         raise ModelError(f"model folder {opts.path} does not exist (give a folder with config.json, or a hub id)")
@@ -149,12 +157,15 @@ class HFModel(ThreadedAsyncMixin):
         self.tokenizer, self.model = load_tokenizer_and_model(self.options)
         self.max_context = context_length(self.model, self.tokenizer, self.options.max_context)
         self._lock = threading.Lock()  # one generation at a time per loaded model
+        self._queue_lock = threading.Lock()
+        self._pending: list[_Request] = []  # calls waiting for the model, batched when compatible
+        self.max_batch = 16
 
     @classmethod
     def shared(cls, name: str = "hf", **options: Any) -> "HFModel":
         """The process-wide instance for these options (weights are loaded once)."""
         opts = validate(HFOptions, options, f"models.{name}")
-        key = (str(Path(opts.path).expanduser()), opts.dtype, opts.device, opts.device_map, opts.max_context)
+        key = (str(Path(opts.path).expanduser()), opts.gguf_file, opts.dtype, opts.device, opts.device_map, opts.max_context)
         with _SHARED_LOCK:
             if key not in _SHARED:
                 _SHARED[key] = cls(name=name, **options)
@@ -168,36 +179,78 @@ class HFModel(ThreadedAsyncMixin):
         return next(self.model.parameters()).device
 
     def generate(self, messages, tools, settings: GenerationSettings) -> Generation:
-        import torch
-
+        """One reply. Greedy calls made at the same time from several threads (concurrent episodes)
+        are decoded together in one batched ``generate``; seeded sampling runs alone, so that its
+        result never depends on what else ran."""
         prompt = render_chat(self.tokenizer, messages, tools, add_generation_prompt=True)
-        ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]  # (1, T)
-        n = ids.shape[1]
+        ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"][0]  # (T,)
+        n = ids.shape[0]
         if n >= self.max_context:
             raise ContextLengthError(
                 f"prompt of {n} tokens does not fit the context of {self.options.path} ({self.max_context} tokens)"
             )
-        temperature = 1.0 if settings.temperature is None else settings.temperature
         cap = self.max_context - n
-        gen_kwargs: dict[str, Any] = {
-            "max_new_tokens": cap if settings.max_new_tokens is None else min(settings.max_new_tokens, cap),
-            "do_sample": temperature > 0,
-            "pad_token_id": self.tokenizer.pad_token_id
-            if self.tokenizer.pad_token_id is not None
-            else self.tokenizer.eos_token_id,
-        }
+        limit = cap if settings.max_new_tokens is None else min(settings.max_new_tokens, cap)
+        req = _Request(ids, limit, settings)
+        with self._queue_lock:
+            self._pending.append(req)
+        while not req.done:
+            with self._lock:  # one generate at a time; the holder decodes every compatible waiting call
+                if req.done:
+                    break
+                with self._queue_lock:
+                    batch = [r for r in self._pending if r.key == req.key][: self.max_batch] if req.greedy else [req]
+                    if req not in batch:
+                        batch[-1] = req
+                    for r in batch:
+                        self._pending.remove(r)
+                try:
+                    outs = self._decode(batch)
+                except BaseException as e:  # every waiting caller gets the error, not a hang
+                    for r in batch:
+                        r.error, r.done = e, True
+                    raise
+                for r, new in zip(batch, outs):
+                    r.new, r.done = new, True
+        if req.error is not None:
+            raise req.error
+        return self._reply(req.new, n, limit, tools, settings)
+
+    def _decode(self, batch: list["_Request"]) -> list[list[int]]:
+        """Generated token ids of each request (left-padded into one batch; eos and padding cut)."""
+        import torch
+
+        settings = batch[0].settings
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        width = max(r.ids.shape[0] for r in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)  # (B, T) left-padded
+        mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T)
+        for i, r in enumerate(batch):
+            ids[i, width - r.ids.shape[0]:] = r.ids
+            mask[i, width - r.ids.shape[0]:] = 1
+        temperature = 1.0 if settings.temperature is None else settings.temperature
+        kw: dict[str, Any] = {"max_new_tokens": max(r.limit for r in batch), "do_sample": temperature > 0,
+                              "pad_token_id": pad}
         if temperature > 0:
-            gen_kwargs.update(temperature=temperature, top_p=settings.top_p)
+            kw.update(temperature=temperature, top_p=settings.top_p)
         else:
-            gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+            kw.update(temperature=None, top_p=None, top_k=None)
         if settings.stop:
-            gen_kwargs.update(stop_strings=settings.stop, tokenizer=self.tokenizer)
-        with self._lock, torch.no_grad(), torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device]):
+            kw.update(stop_strings=settings.stop, tokenizer=self.tokenizer)
+        with torch.no_grad(), torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device]):
             if settings.seed is not None:
                 torch.manual_seed(settings.seed)
-            ids = ids.to(self.device)
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), **gen_kwargs)  # (1, T + new)
-        new = out[0, n:].tolist()
+            out = self.model.generate(ids.to(self.device), attention_mask=mask.to(self.device), **kw)  # (B, T + new)
+        eos = self.model.generation_config.eos_token_id
+        stops = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id} - {None}
+        result = []
+        for i, r in enumerate(batch):
+            new = out[i, width:].tolist()[: r.limit]
+            end = next((j + 1 for j, t in enumerate(new) if t in stops), len(new))  # the eos is kept, as unbatched
+            result.append(new[:end])
+        return result
+
+    def _reply(self, new: list[int], n: int, limit: int, tools: Any, settings: GenerationSettings) -> Generation:
         raw = self.tokenizer.decode(new, skip_special_tokens=False)
         for special in {self.tokenizer.eos_token, self.tokenizer.pad_token} - {None}:
             raw = raw.replace(special, "")
@@ -208,7 +261,7 @@ class HFModel(ThreadedAsyncMixin):
             for s in settings.stop:
                 if s in text:
                     text = text[: text.index(s)]
-        finish = "tool_calls" if calls else ("length" if len(new) >= gen_kwargs["max_new_tokens"] else "stop")
+        finish = "tool_calls" if calls else ("length" if len(new) >= limit else "stop")
         return Generation(
             text=text,
             tool_calls=calls,
@@ -217,3 +270,12 @@ class HFModel(ThreadedAsyncMixin):
             raw=raw if calls else None,
         )
 
+
+class _Request:
+    """One waiting ``generate`` call. Greedy calls with the same limit and stop strings share a batch."""
+
+    def __init__(self, ids: Any, limit: int, settings: GenerationSettings):
+        self.ids, self.limit, self.settings = ids, limit, settings
+        self.greedy = settings.temperature == 0
+        self.key = (limit, tuple(settings.stop)) if self.greedy else id(self)
+        self.done, self.new, self.error = False, [], None

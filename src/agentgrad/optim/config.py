@@ -30,7 +30,7 @@ class ScorerConfig(BaseModel):
 class OptimizerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["deterministic", "llm", "target"] = "deterministic"
+    kind: Literal["deterministic", "llm", "target", "edit"] = "deterministic"
     model: str | None = Field(None, description="name of a model under models: (llm optimizer; target: "
                                                 "the target writer and prompt rewriter, else scripted)")
     max_attempts: int = Field(3, ge=1)

@@ -36,6 +36,9 @@ class StepInput:
     excerpts: dict[str, list[str]] = field(default_factory=dict)  # agent -> its outputs on failure paths
     history: list[dict[str, Any]] = field(default_factory=list)
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target): target optimizer
+    # agent -> per failing episode, (start, end, L1 of the gradient) of each token of its prompt
+    # (the scorer's prompt_weights): what the edit optimizer reads
+    prompt_scores: dict[str, list[list[tuple[int, int, float]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -44,6 +47,7 @@ class StepResult:
     attempts: int = 1
     errors: list[str] = field(default_factory=list)
     skipped: bool = False
+    notes: list[str] = field(default_factory=list)  # what was changed and why, in words (logged with the step)
 
 
 class Optimizer(Protocol):

@@ -44,7 +44,7 @@ def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
     if needs_model and (not oc.model or oc.model not in models):
         raise ConfigError(f"optimizer.model {oc.model!r} is not a model under models: ({', '.join(models)})")
     model = models[oc.model] if needs_model else None
-    return optimizer_for("target" if oc.kind == "target" else "verbal", model, oc.max_attempts, oc.max_chars,
+    return optimizer_for(oc.kind if oc.kind in ("target", "edit") else "verbal", model, oc.max_attempts, oc.max_chars,
                          oc.max_new_tokens)
 
 

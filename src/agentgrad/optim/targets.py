@@ -170,13 +170,14 @@ class TargetOptimizer:
         return ask_for_prompts(self.model, self.messages(inp), inp, self.max_attempts, self.max_chars, self.settings)
 
 
-OPTIMIZER_KINDS = ("verbal", "target")
+OPTIMIZER_KINDS = ("verbal", "target", "edit")
 
 
 def optimizer_for(kind: str, model: LanguageModel | None, max_attempts: int = 3, max_chars: int = 8000,
                   max_new_tokens: int = 4096) -> Any:
     """The one way to build a prompt optimizer: ``verbal`` (the paper's: the loss walked back
-    unchanged) or ``target`` (target back-propagation), on an LLM, or without one (deterministic)."""
+    unchanged) or ``target`` (target back-propagation), on an LLM, or without one (deterministic);
+    or ``edit`` (no LLM: the blamed agents' prompts lose the sentence their gradients point at)."""
     from agentgrad.errors import ConfigError
     from agentgrad.optim.optimizer import DeterministicOptimizer, PromptOptimizer
 
@@ -185,6 +186,10 @@ def optimizer_for(kind: str, model: LanguageModel | None, max_attempts: int = 3,
         if model is None:
             return DeterministicOptimizer(max_chars=max_chars)
         return PromptOptimizer(model, max_attempts, max_chars, settings)
+    if kind == "edit":
+        from agentgrad.optim.edit import EditOptimizer
+
+        return EditOptimizer(max_chars=max_chars)
     if kind == "target":
         writer = LLMTargetWriter(model, max_attempts) if model is not None else ScriptedTargetWriter()
         return TargetOptimizer(writer, model, max_attempts, max_chars, settings)

@@ -84,7 +84,48 @@ class PipelineTask:
         )
 
 
-_TASKS: dict[str, Callable[..., Task]] = {"pipeline": PipelineTask}
+def _words(text: str) -> list[str]:
+    return normalize_answer(text).split()
+
+
+def _contains(words: list[str], value: str) -> bool:
+    v = _words(value)
+    return bool(v) and any(words[i : i + len(v)] == v for i in range(len(words) - len(v) + 1))
+
+
+class LookupTask(PipelineTask):
+    """Questions about a record: an answer passes when it names the expected value and none of the
+    example's ``avoid`` values (the record's other values), in any sentence around them.
+
+    The loss names what was wrong: where the answer names an ``avoid`` value, its occurrences are
+    the loss's spans (the loss-targeted objective differentiates those tokens); otherwise the
+    whole answer is.
+    """
+
+    name = "lookup"
+
+    def metric(self, example: dict[str, Any], output: Any, trace: Trace) -> Score:
+        words = _words(str(output))
+        wrong = [v for v in example.get("avoid", []) if _contains(words, v)]
+        ok = _contains(words, str(example["answer"])) and not wrong
+        return Score(1.0 if ok else 0.0, ok, {"expected": example["answer"], "produced": str(output), "named": wrong})
+
+    def loss(self, example: dict[str, Any], output: Any, trace: Trace, score: Score) -> VerbalLoss | None:
+        if score.passed:
+            return None
+        named = score.details.get("named") or []
+        text = trace.nodes[output.node].text
+        spans = [(m.start(), m.end()) for v in named
+                 for m in re.finditer(r"\b" + re.escape(v) + r"\b", text, re.I)] or [(0, len(text))]
+        why = (f"the answer names {', '.join(map(repr, named))}, another value of the record" if named
+               else "the answer does not name the expected value")
+        loss = VerbalLoss.generic(expected=str(example["answer"]), produced=str(output), explanation=why,
+                                  targets=[output.node])
+        loss.spans = {output.node: sorted(spans)}
+        return loss
+
+
+_TASKS: dict[str, Callable[..., Task]] = {"pipeline": PipelineTask, "lookup": LookupTask}
 
 
 def register_task(name: str, factory: Callable[..., Task]) -> None:

@@ -54,6 +54,20 @@ class Collected:
     excerpts: dict[str, list[str]]
     agents: list[str]  # every agent that made a call in the failed episode
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
+    # agent -> per call on the failure paths, (start, end, L1) of its prompt's tokens (prompt_weights)
+    prompt_scores: dict[str, list[list[tuple[int, int, float]]]] = field(default_factory=dict)
+
+
+def prompt_scores(results: list[Any], trajectories: list[Trajectory]) -> dict[str, list[list[tuple[int, int, float]]]]:
+    """Per agent, for each of its calls on the trajectories: (start, end, L1) of its prompt's tokens
+    (characters of the prompt), from attributions scored with ``prompt_weights``; else nothing."""
+    by_node = {a.node_id: a for a in results}
+    out: dict[str, list[list[tuple[int, int, float]]]] = {}
+    for n in dict.fromkeys(n for t in trajectories for n in t.nodes):
+        a = by_node.get(n)
+        if a is not None and a.prompt is not None and a.prompt.l1:
+            out.setdefault(a.agent, []).append([(c[1], c[2], v) for c, v in zip(a.prompt.chars, a.prompt.l1) if c])
+    return out
 
 
 class Trainer:
@@ -175,7 +189,8 @@ class Trainer:
                     if node.kind == "call":
                         excerpts.setdefault(node.name, []).append(node.text)
             rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
-            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs)
+            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs,
+                                  prompt_scores(results, trajs))
         ep.trace.save(self.run_dir.sample_path("traces", sid))
         return score.value, collected, ("sample", {
             "sample": sid, "score": score.value, "passed": score.passed,
@@ -232,9 +247,14 @@ class Trainer:
         for c in batch:
             for a, ps in c.pairs.items():
                 pairs.setdefault(a, []).extend(ps)
+        scores: dict[str, list[list[tuple[int, int, float]]]] = {}
+        for c in batch:
+            for a, ps in c.prompt_scores.items():
+                scores.setdefault(a, []).extend(ps)
         inp = StepInput(prompts=prompts, tools={n: [t.name for t in a.tools] for n, a in self.system.agents().items()},
                         blamed=sorted(set(counts) | set(pairs)), feedback=feedback, losses=[c.loss for c in batch],
-                        excerpts=excerpts, history=history[-self.cfg.history:] if self.cfg.history else [], pairs=pairs)
+                        excerpts=excerpts, history=history[-self.cfg.history:] if self.cfg.history else [], pairs=pairs,
+                        prompt_scores=scores)
         res = self.optimizer.step(inp)
         if res.skipped or not res.prompts:
             self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, skipped=res.skipped,
@@ -252,9 +272,9 @@ class Trainer:
         updated = sorted(res.prompts) if accepted else []
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
                  update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,
-                 attempts=res.attempts, errors=res.errors)
+                 attempts=res.attempts, errors=res.errors, notes=res.notes)
         history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
-                        "accepted": accepted})
+                        "accepted": accepted, "notes": res.notes})
         if accepted:
             self._save_prompts(step, {n: p.text for n, p in get_prompts(self.system).items()})
             return True, new_val

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.errors import ConfigError
+from agentgrad.models.spec import cache_dir  # one cache for everything agentgrad builds
 
 ARCHS = ("llama", "qwen3", "mistral", "gemma")
 
@@ -161,11 +162,6 @@ def build_tiny_model(
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
-
-
-def cache_dir() -> Path:
-    """Where built tiny models are kept: ``$AGENTGRAD_CACHE`` or ``~/.cache/agentgrad``."""
-    return Path(os.environ.get("AGENTGRAD_CACHE") or Path.home() / ".cache" / "agentgrad")
 
 
 def cached_tiny_model(arch: str = "llama", seed: int = 0) -> Path:
