@@ -3,6 +3,8 @@ systems' files, its state normalisation, its active domains, and dialogues with 
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -177,3 +179,16 @@ def test_a_dialogue_with_fewer_turns_is_scored_on_the_turns_it_has(tmp_path, cap
         assert len(err) == 1 and msg in err[0], err
     assert main(["bench", "multiwoz", "score", str(path), "--domains", "guess"]) == 2
     assert "valid: file, states, slots" in capsys.readouterr().err
+
+
+def test_the_doc_page_commands_run(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "multiwoz.md").read_text()
+    script = root / "benchmarks" / "multiwoz_published.py"
+    assert "python benchmarks/multiwoz_published.py /tmp/mwz_eval/predictions" in doc
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "predictions" in out.stdout
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stderr.strip() == f"no *.json file in {tmp_path}"
+    assert main(["bench", "multiwoz", "score", "--help"]) == 0
+    assert "--domains" in capsys.readouterr().out
