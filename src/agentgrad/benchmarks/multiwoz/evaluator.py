@@ -8,8 +8,9 @@ false positive and a false negative.
 Inform and Success follow the standard MultiWOZ evaluator (Tomiinek/MultiWOZ_Evaluation): replies
 are delexicalised (``[name]``, ``[phone]``, ``[address]``, ``[postcode]``, ``[reference]``,
 ``[train_id]``, or any placeholder spelling it reads: :func:`.standard.standard_response`) and
-states are read in its form (:mod:`.standard_input`); in each turn, for every goal domain that is active, a NAME (TRAINID for trains)
-in the reply offers the venues that the turn's state matches in the database, replacing the
+states are read in its form (:mod:`.standard_input`); in each turn, for every goal domain that is
+active, a NAME (TRAINID for trains) in the reply offers the venues that the turn's state matches
+in the database, replacing the
 earlier offer only when some earlier venue is no longer among them. A domain is informed when its
 offered venues all satisfy the goal's constraints (or the goal names its venue, or the domain is
 taxi, or a train without a requested TRAINID was never offered). Success needs Inform and every
