@@ -450,7 +450,7 @@ def test_score_reads_both_shapes_and_reports_bad_input(tmp_path, capsys):
     capsys.readouterr()
     first = next(iter(preds))
     cases = [("{not json", "is not JSON"), (json.dumps({"nope123": [{"response": "x"}]}), "not in the test"),
-             (json.dumps({first: preds[first][:-1]}), "turns; the data has"),
+             (json.dumps({first: preds[first] + preds[first][-1:]}), "turns; the data has"),
              (json.dumps({first: [{"response": "x", "state": {}}] + [{"response": "y"}] * (len(preds[first]) - 1)}),
               "some turns have a 'state'"),
              (json.dumps({first: [{"reply": "x"}]}), "string 'response'"), (json.dumps([1]), "must map dialogue ids")]

@@ -51,6 +51,9 @@ def multiwoz_score(
                                           "({dialogue_id: [{response, state?, active_domains?}]})."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for metrics.json and dialogues.json (new or empty)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+    domains: str = typer.Option("file", "--domains", help="Active domains: file (the file's when every turn has "
+                                "them, else estimated from the states, as the standard evaluator does), states "
+                                "(always estimated) or slots (from the placeholders' domains: add_slot_domains.py)."),
     data_dir: Optional[Path] = _DATA_DIR,
 ) -> None:
     """Score a predictions file without running anything: Inform, Success, JGA and slot figures."""
@@ -60,10 +63,13 @@ def multiwoz_score(
     if out is not None:
         check_new_output(out, overwrite, "dir")
     with console.status("scoring"):
-        metrics, records = score_file(file, str(data_dir) if data_dir else None)
+        metrics, records = score_file(file, str(data_dir) if data_dir else None, domains)
     _print_woz_metrics(metrics)
     if metrics["states"] != "predicted":
-        console.print("the file has no states: Inform and Success read the gold states; no state figures")
+        console.print(f"Inform and Success read the {metrics['states']}; no state figures")
+    if metrics["short_dialogues"]:
+        console.print(f"{metrics['short_dialogues']} dialogue(s) have fewer turns than the data: scored on the "
+                      "turns they have")
     if out is not None:
         files = RunFiles(out)
         files.write_json("metrics.json", data=metrics)

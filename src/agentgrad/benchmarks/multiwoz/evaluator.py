@@ -7,13 +7,15 @@ false positive and a false negative.
 
 Inform and Success follow the standard MultiWOZ evaluator (Tomiinek/MultiWOZ_Evaluation): replies
 are delexicalised (``[name]``, ``[phone]``, ``[address]``, ``[postcode]``, ``[reference]``,
-``[train_id]``); in each turn, for every goal domain that is active, a NAME (TRAINID for trains)
-in the reply offers the venues that the turn's state matches in the database, replacing the
+``[train_id]``, or any placeholder spelling it reads: :func:`.standard.standard_response`) and
+states are read in its form (:mod:`.standard_input`); in each turn, for every goal domain that is
+active, a NAME (TRAINID for trains) in the reply offers the venues that the turn's state matches
+in the database, replacing the
 earlier offer only when some earlier venue is no longer among them. A domain is informed when its
 offered venues all satisfy the goal's constraints (or the goal names its venue, or the domain is
 taxi, or a train without a requested TRAINID was never offered). Success needs Inform and every
 requested PHONE, ADDRESS, POST, TRAINID and REFERENCE (REFERENCE only in turns where the domain
-had been booked) provided. Active domains are estimated from the changes of the state.
+had been booked) provided. Active domains, unless given, are estimated from the changes of the state.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from agentgrad.benchmarks.multiwoz.data import DOMAINS, Dialogue
+from agentgrad.benchmarks.multiwoz.data import Dialogue
 from agentgrad.benchmarks.multiwoz.db import VenueDB, canonical
+from agentgrad.benchmarks.multiwoz.standard import standard_response
+from agentgrad.benchmarks.multiwoz.standard_input import nested_state
 
 FUZZY_SLOTS = ("hotel-name", "restaurant-name", "attraction-name", "train-departure", "train-destination")
 REQUESTABLE = {"phone": "PHONE", "address": "ADDRESS", "postcode": "POST", "trainID": "TRAINID"}
-PLACEHOLDER = {"name": "NAME", "phone": "PHONE", "address": "ADDRESS", "postcode": "POST",
-               "reference": "REFERENCE", "train_id": "TRAINID"}
 SPAN_SLOT = {"Name": "name", "Phone": "phone", "Addr": "address", "Post": "postcode", "Ref": "reference"}
 
 
@@ -113,30 +115,7 @@ def delexicalize(text: str, values: dict[str, set[str]] | None = None, spans: li
     return text
 
 
-def normalize_response(text: str) -> str:
-    """Lower-cased reply with each placeholder as the standard evaluator's slot token (e.g. NAME)."""
-    def sub(m: re.Match) -> str:
-        name = m.group(1).strip().lower()
-        if name in PLACEHOLDER:
-            return PLACEHOLDER[name]
-        domain, _, rest = name.partition("_")
-        if domain == "train" and rest in ("id", "trainid"):
-            return "TRAINID"
-        return PLACEHOLDER.get(rest, "") if domain in DOMAINS else ""
-
-    return re.sub(r"\[([\w\s]+)\](?:es|s|-s|-es)?", sub, text.lower())
-
-
 # --- Inform and Success -----------------------------------------------------------------------
-def domain_state(state: dict[str, str]) -> dict[str, dict[str, str]]:
-    """``{"hotel-area": "east"}`` -> ``{"hotel": {"area": "east"}}``."""
-    out: dict[str, dict[str, str]] = {}
-    for k, v in state.items():
-        d, s = k.split("-", 1)
-        out.setdefault(d, {})[s] = v
-    return out
-
-
 def active_domains(states: list[dict[str, dict[str, str]]]) -> list[list[str]]:
     """The domain each turn is about, from which domain's state changed (the standard evaluator's estimate)."""
     current: str | None = None
@@ -178,15 +157,25 @@ def goal_of(dialogue: Dialogue) -> dict[str, dict[str, Any]]:
 def inform_success(goal: dict[str, dict[str, Any]], responses: list[str], states: list[dict[str, str]],
                    booked: list[list[str]], db: VenueDB, active: list[list[str]] | None = None) -> dict[str, Any]:
     """Inform and Success of one dialogue (``responses`` delexicalised, ``states`` flat, per turn)."""
-    dstates = [domain_state(s) for s in states]
-    active = active if active is not None else active_domains(dstates)
+    return venue_verdict(goal, responses, [nested_state(s) for s in states], booked, db, active)
+
+
+def venue_verdict(goal: dict[str, dict[str, Any]], responses: list[str], states: list[dict[str, dict[str, str]]],
+                  booked: list[list[str]], db: VenueDB, active: list[list[str]] | None = None) -> dict[str, Any]:
+    """Inform and Success of one dialogue, the standard evaluator's way, from ``states`` in its form
+    (``{domain: {slot: value}}``, normalised by :func:`~.standard_input.standard_state`).
+
+    Turns are read while every list has one (the standard evaluator zips them): a dialogue with
+    fewer predicted turns than the data is scored on the turns it has.
+    """
+    active = active if active is not None else active_domains(states)
     offered: dict[str, Any] = {d: [] for d in goal}
     provided: dict[str, set[str]] = {d: set() for d in goal}
-    for i, (resp, st) in enumerate(zip(responses, dstates)):
-        utt = normalize_response(resp)
+    for i, (resp, st, act) in enumerate(zip(responses, states, active)):
+        utt = standard_response(resp)
         day_booked = booked[i] if i < len(booked) else []
         for d in goal:
-            if d not in active[i]:
+            if d not in act:
                 continue
             if ("NAME" in utt and d in ("restaurant", "hotel", "attraction")) or ("TRAINID" in utt and d == "train"):
                 venues = db.ids(d, st[d]) if d in st else []

@@ -89,11 +89,13 @@ class WozSetup:
 
 
 def dialogue_record(dialogue: Dialogue, predictions: list[dict[str, Any]], db: VenueDB, booked: list[list[str]],
-                    active: list[list[str]] | None = None, error: str | None = None) -> dict[str, Any]:
+                    error: str | None = None, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``dialogue`` record of predicted turns (each with a flat ``state`` and a delexicalised
-    ``response``): per-turn comparisons with the gold states, Inform and Success."""
-    verdict = inform_success(goal_of(dialogue), [t["response"] for t in predictions], [t["state"] for t in predictions],
-                             booked, db, active)
+    ``response``): per-turn comparisons with the gold states, Inform and Success (``verdict``, when
+    already computed)."""
+    if verdict is None:
+        verdict = inform_success(goal_of(dialogue), [t["response"] for t in predictions],
+                                 [t["state"] for t in predictions], booked, db)
     turns = []
     for pred, gold in zip(predictions, dialogue.turns):
         c = compare_states(pred["state"], gold.state)

@@ -13,6 +13,11 @@ comparable with published ones the evaluator must match exactly as the standard 
   (:func:`partial_ratio`: the same algorithm, on rapidfuzz's edit operations); other columns must
   be equal; a database value of ``?`` matches anything.
 
+Replies are read as it reads them (:func:`standard_response`): lower-cased, and each placeholder
+(``[value_name]``, ``[restaurant_phone]``, ``[train_id]``, ``[ref]``, ...) replaced by the token of
+its slot, which Inform and Success look for as a substring (``NAME``, ``PHONE``, ``ADDRESS``,
+``POST``, ``REFERENCE``, ``TRAINID``).
+
 The tools the agents call do not use the fuzzy rule (it confuses "yu garden" with "curry garden"):
 see :meth:`~agentgrad.benchmarks.multiwoz.db.VenueDB.query`.
 """
@@ -61,6 +66,33 @@ _TIME_WORDS = {"afternoon": "13:00", "lunch": "12:00", "noon": "12:00", "mid-day
                "three forty five p.m": "15:45", "one thirty p.m.": "13:30", "six fourty five": "06:45",
                "eight thirty": "08:30"}
 _TIME_PREFIXES = {"one o'clock p.m": "13:00", "ten o'clock a.m": "10:00"}
+
+
+# the placeholder names the standard evaluator reads as each token Inform and Success look for: the
+# bare slot, and the slot after each prefix listed (``value_name``, ``hotel_name``, ...). Its other
+# tokens (AREA, FOOD, PRICE, COUNT, ...) are never looked for, and an unknown name becomes nothing.
+_VENUE_PREFIXES = ("attraction", "hospital", "hotel", "police", "restaurant", "value")
+_PLACEHOLDER_RULES = {
+    "NAME": (("name",), _VENUE_PREFIXES),
+    "PHONE": (("phone",), _VENUE_PREFIXES + ("taxi",)),
+    "ADDRESS": (("address",), _VENUE_PREFIXES),
+    "POST": (("postcode",), _VENUE_PREFIXES),
+    "REFERENCE": (("reference", "ref"), ("attraction", "hotel", "restaurant", "train", "value")),
+    "TRAINID": (("trainid", "train_id", "train_trainid", "value_id", "id", "train"), ()),
+}
+PLACEHOLDER_TOKENS = {name: token for token, (bare, prefixes) in _PLACEHOLDER_RULES.items()
+                      for name in bare + tuple(f"{p}_{bare[0]}" for p in prefixes)}
+_PLACEHOLDER = re.compile(r"\[([\w\s]+)\](?:es|s|-s|-es)?")
+
+
+def standard_response(text: str) -> str:
+    """A reply as the standard evaluator reads it: lower case, each placeholder replaced by its token
+    (``"[Value_Name]s is at [hotel_address]"`` -> ``"NAME is at ADDRESS"``), an unknown one by nothing.
+
+    The standard evaluator also runs the Moses tokenizer and detokenizer over the reply, which moves
+    spaces and punctuation only: no token appears or disappears, so it is not repeated here.
+    """
+    return _PLACEHOLDER.sub(lambda m: PLACEHOLDER_TOKENS.get(m.group(1), ""), text.lower())
 
 
 def standard_name(value: str) -> str:
