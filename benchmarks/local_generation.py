@@ -1,0 +1,98 @@
+"""Tokens per second of local generation on SmolLM2: 1 vs 8 concurrent episodes, and the llama.cpp server.
+
+    python benchmarks/local_generation.py [--episodes 16] [--json benchmarks/local-generation-cpu-2core.json]
+
+Runs the demo's system (examples/lookup: two agents, greedy, 16 new tokens at most) on its 24
+questions: with transformers in this process one episode at a time, then 8 at once (concurrent
+greedy calls are decoded in one batch), then, when llama-cpp-python[server] is installed, against
+llama.cpp's OpenAI-compatible server on the same GGUF file (1 and 4 requests in flight). Tokens are
+completion tokens as each backend counts them. Run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+from agentgrad.config import apply_model_override, load_system_config
+from agentgrad.core.graph_system import GraphSystem
+from agentgrad.examples import LOOKUP
+from agentgrad.models.spec import embedded_gguf
+from agentgrad.runs.runner import read_jsonl
+
+
+def measure(system: GraphSystem, examples: list[dict], concurrency: int) -> dict:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as ex:
+        eps = list(ex.map(system.run, examples))
+    seconds = time.perf_counter() - t0
+    tokens = sum(n.usage.get("completion_tokens", 0) for ep in eps for n in ep.trace.calls())
+    return {"concurrency": concurrency, "episodes": len(eps), "tokens": tokens, "seconds": round(seconds, 2),
+            "tokens_per_s": round(tokens / seconds, 1)}
+
+
+def system_for(model: str) -> GraphSystem:
+    cfg = load_system_config(LOOKUP / "system.yaml")
+    apply_model_override(cfg, f"default={model}")
+    return GraphSystem(cfg)
+
+
+def llama_server() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf("smollm2")),
+                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--chat_format", "chatml",
+                             "--n_threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/models", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("the llama.cpp server did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--episodes", type=int, default=24)
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args()
+    examples = (read_jsonl(LOOKUP / "train.jsonl") + read_jsonl(LOOKUP / "val.jsonl"))[: a.episodes]
+    rows = []
+    hf = system_for("smollm2")
+    hf.run(examples[0])  # load and warm up
+    for c in (1, 8):
+        rows.append({"backend": "transformers (float32)", **measure(hf, examples, c)})
+        print(rows[-1], flush=True)
+    if importlib.util.find_spec("llama_cpp") is not None:
+        proc, url = llama_server()
+        try:
+            srv = system_for(f"openai:smollm2@{url}")
+            srv.run(examples[0])
+            for c in (1, 4):
+                rows.append({"backend": "llama.cpp server (Q4_1)", **measure(srv, examples, c)})
+                print(rows[-1], flush=True)
+        finally:
+            proc.terminate()
+    else:
+        print("llama-cpp-python[server] is not installed: the server rows are left out")
+    for r in rows:
+        print(f"{r['backend']:<26} concurrency {r['concurrency']:>2}: {r['tokens_per_s']:6.1f} tokens/s "
+              f"({r['tokens']} tokens, {r['episodes']} episodes, {r['seconds']} s)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "command": " ".join(sys.argv)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
