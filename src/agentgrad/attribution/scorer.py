@@ -54,6 +54,13 @@ class SourceAttribution:
                              "chars": [list(c) if c else None for c in self.chars]},
         }
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SourceAttribution":
+        ts = d.get("token_scores") or {}
+        return cls(int(d["source"]), d["kind"], d["name"], [tuple(r) for r in d["token_ranges"]], dict(d["weights"]),
+                   list(ts.get("positions", [])), list(ts.get("l1", [])), list(ts.get("gxi", [])),
+                   [tuple(c) if c else None for c in ts.get("chars", [])])
+
 
 @dataclass
 class NodeAttribution:
@@ -89,6 +96,14 @@ class NodeAttribution:
             "skipped": self.skipped,
             "render": self.render,
         }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NodeAttribution":
+        return cls(int(d["node_id"]), d["agent"], list(d["input_ids"]), tuple(d["output_token_range"]),
+                   [SourceAttribution.from_dict(s) for s in d["sources"]], d["mode"], int(d.get("prefix_tokens", 0)),
+                   bool(d.get("cache_hit", False)), float(d.get("log_prob", 0.0)), float(d.get("seconds", 0.0)),
+                   d.get("skipped"), d.get("render", "placeholder"),
+                   SourceAttribution.from_dict(d["prompt"]) if d.get("prompt") else None)
 
 
 def _runs(positions: list[int]) -> list[tuple[int, int]]:

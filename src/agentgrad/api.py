@@ -1,0 +1,93 @@
+"""The verbs of ``import agentgrad as ag``: load a model, load and run a system, attribute, blame, optimize.
+
+    import agentgrad as ag
+    model = ag.load_model("smollm2")                      # a hub id, folder, gguf:FILE, openai:MODEL@URL, ...
+    system = ag.load_system("examples/lookup/system.yaml", model=model)
+    episode = system.run({"record": "Name: Alice. City: Lyon. Pet: cat.", "question": "What is Alice's city?"})
+    loss = ag.VerbalLoss.generic("Lyon", str(episode.output), "the answer must name the city", [episode.output.node])
+    ranking = ag.blame(episode.trace, loss, scorer=model)  # [Blame(agent, node, score)], best first
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentgrad.attribution.result import Attribution
+from agentgrad.backward import VerbalLoss
+from agentgrad.core.trace import Trace
+from agentgrad.errors import ConfigError
+from agentgrad.models.base import LanguageModel
+
+DEFAULT_BLAME = "gbc:max_l1:targeted:carry"
+
+
+def load_model(value: str, name: str = "default", **options: Any) -> LanguageModel:
+    """A model from one value, as ``--model`` takes it: ``smollm2`` (embedded), ``gguf:FILE``, a folder
+    or hub id (transformers), ``openai:MODEL@URL`` (any OpenAI-compatible server), ``tiny``."""
+    from agentgrad.config import model_spec_from_value
+    from agentgrad.models.registry import create_model
+
+    spec = model_spec_from_value(value)
+    return create_model(name, spec.backend, **(spec.options() | options))
+
+
+def load_system(path: str | Path, model: LanguageModel | str | None = None) -> Any:
+    """A declared system (YAML); ``model`` (a loaded model or a model value) replaces every model it names."""
+    from agentgrad.config import load_system_config
+    from agentgrad.core.graph_system import GraphSystem
+
+    cfg = load_system_config(path)
+    if model is None:
+        return GraphSystem(cfg)
+    m = load_model(model) if isinstance(model, str) else model
+    return GraphSystem(cfg, {name: m for name in cfg.models})
+
+
+def load_scorer(model: Any, **options: Any) -> Any:
+    """A white-box scorer: from a loaded local model (its weights are shared, not loaded again), a
+    model value, or a Scorer (returned as it is)."""
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.models.hf import HFModel
+
+    if isinstance(model, Scorer):
+        return model
+    if isinstance(model, HFModel):
+        return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path,
+                      max_context=model.max_context, **options)
+    if isinstance(model, str):
+        return Scorer(model, **options)
+    raise ConfigError(f"a scorer needs a local white-box model (smollm2, a folder, gguf:FILE), not {type(model).__name__}")
+
+
+def attribute(trace: Trace, scorer: Any) -> Attribution:
+    """GBC attribution of every call of ``trace``: gradients per source and the weighted graph."""
+    sc = load_scorer(scorer)
+    nodes, graph = sc.attribute(trace)
+    return Attribution(trace, nodes, graph, sc.describe())
+
+
+def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: Any = None, judge: Any = None,
+          seed: int = 0) -> list[Any]:
+    """The agents to blame for ``loss``, best first: ``[Blame(agent, node, score)]`` by any method of the
+    blame registry (``agentgrad.blame.list_blame_methods()``)."""
+    from agentgrad.blame.methods import BlameContext, get_blame_method, needs_scorer
+
+    fn = get_blame_method(method)
+    sc = load_scorer(scorer) if scorer is not None else None
+    if sc is None and needs_scorer(method):
+        raise ConfigError(f"blame method {method!r} needs a white-box scorer: pass scorer=MODEL")
+    if loss.targets and loss.targets[0] not in {n.id for n in trace.nodes}:
+        raise ConfigError(f"the loss targets node {loss.targets[0]}, which the trace does not have")
+    return fn(BlameContext(trace, loss, sc, seed, judge))
+
+
+def optimize(config: str | Path, out: str | Path, resume: bool = False, models: list[str] | None = None,
+             method: str | None = None, console: Any = None) -> dict[str, Any]:
+    """``agentgrad optimize``: run the optimisation loop of a YAML configuration into a run directory."""
+    from rich.console import Console
+
+    from agentgrad.optim.run import run_optimize
+
+    return run_optimize(Path(config), Path(out), resume=resume, overrides=models or [], method=method,
+                        console=console or Console())
