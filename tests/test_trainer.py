@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from agentgrad import ConfigError
+from agentgrad.backward import cut
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
 
@@ -40,6 +41,44 @@ def test_demo_writes_the_whole_run_directory(demo_run):
     last = json.loads(sorted((R / "prompts").glob("*.json"))[-1].read_text())
     assert last == final["prompts"] and "## Warning" in final["prompts"]["answerer"]
     assert "Reply with the answer only." in final["prompts"]["answerer"]  # the protected span survived
+
+
+def test_demo_bullets_come_from_each_agents_own_failures(demo_run):
+    """Each new Warning bullet of an agent names a loss of a sample of that step whose trajectories it is
+    on, with its own output in that sample as the example; no bullet twice (issue 27, item 5)."""
+    R = demo_run
+    samples: list[str] = []
+    checked = 0
+    for e in events(R):
+        if e["event"] == "sample":
+            samples.append(e["sample"])
+            continue
+        if e["event"] != "step":
+            continue
+        step_samples, samples = samples, []
+        if not e["accepted"]:
+            continue
+        earlier = [p for p in sorted((R / "prompts").glob("step-*.json")) if p.name < f"step-{e['step']:04d}.json"]
+        before = json.loads(earlier[-1].read_text())  # the prompts of the last accepted step before this one
+        after = json.loads((R / "prompts" / f"step-{e['step']:04d}.json").read_text())
+        recs = [json.loads((R / "attribution" / f"{sid}.json").read_text()) for sid in step_samples
+                if (R / "attribution" / f"{sid}.json").exists()]
+        for agent in e["updated"]:
+            bullets = [b for b in after[agent].splitlines() if b.startswith("- ")]
+            assert len(bullets) == len(set(bullets))
+            new = [b for b in bullets if b not in before[agent].splitlines()]
+            own = [r for r in recs if any(agent in t["agents"] for t in r["trajectories"])]
+            assert 1 <= len(new) <= len(own), (agent, new)
+            examples = set()  # the agent's own first output on each of its samples' trajectories
+            for r in own:
+                nodes = json.loads((R / r["trace"]).read_text())["nodes"]
+                first = next(nodes[n] for t in r["trajectories"] for n in t["nodes"]
+                             if nodes[n]["kind"] == "call" and nodes[n]["name"] == agent)
+                examples.add(f"(e.g. you wrote {cut(' '.join(first['output']['text'].split()), 60)!r})")
+            for b in new:
+                assert any(b.endswith(x) for x in examples), (agent, b, examples)
+                checked += 1
+    assert checked
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
