@@ -113,7 +113,7 @@ def test_optimizer_prompt_holds_everything():
     msgs = PromptOptimizer(FakeModel([GOOD])).messages(inp)
     user = msgs[1]["content"]
     for needle in ("## facts", "List facts. NEVER invent.", "Trajectory 1", "facts, answer", "'NEVER invent.'",
-                   "Step 1: updated plan; score 0.2 -> 0.1 (rolled back)", "## Warning"):
+                   "Step 1: updated plan; score 0.2 -> 0.1 (rejected)", "## Warning"):
         assert needle in user
 
 

@@ -147,11 +147,24 @@ def trace_show(
     show_trace(Trace.load(path), console, max_chars)
 
 
+def _optimize_and_report(config: Path, out: Path, resume: bool, **options) -> None:
+    """One optimisation run into ``out`` (new, or resumed from its checkpoint), then its report; a
+    resumed run that had already finished only writes the report again (say, one a Ctrl-C stopped)."""
+    from agentgrad.optim.run import run_optimize
+    from agentgrad.report.html import write_report
+
+    run_optimize(config, out, resume=resume, console=console, **options)
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    res = write_report(out)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+
+
 @app.command()
 def optimize(
-    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to write."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory from its checkpoint."),
+    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer), "
+                                            "or a run's own RUN_DIR/config.yaml."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
     method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Override the optimizer: verbal or target."),
@@ -159,12 +172,8 @@ def optimize(
                                               help="Episodes of a step run at once (trainer.concurrency)."),
 ) -> None:
     """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
-    from agentgrad.optim.run import run_optimize
-
-    if (out is None) == (resume is None):
-        raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
-    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console,
-                 optimizer_kind=optimizer, concurrency=concurrency)
+    _optimize_and_report(config, out, resume, overrides=model, method=method, optimizer_kind=optimizer,
+                         concurrency=concurrency)
 
 
 @app.command()
@@ -173,10 +182,10 @@ def demo(
     model: Optional[str] = typer.Option(
         None, "--model", help="Real weights instead of the tiny random model: a folder or hub id."
     ),
+    resume: bool = typer.Option(False, "--resume", help="Continue the demo in --out from its checkpoint."),
 ) -> None:
     """The whole loop (run, attribute, backward, optimize, checkpoint) on the pipeline example."""
     from agentgrad.examples import PIPELINE
-    from agentgrad.optim.run import run_optimize
 
     if model is None:
         console.print(
@@ -186,13 +195,8 @@ def demo(
             "folder); for an LLM optimizer on any OpenAI-compatible server, add it under models: and set "
             "optimizer: {kind: llm, model: NAME}."
         )
-    run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
-                 method=None, console=console)
-    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
-    from agentgrad.report.html import write_report
-
-    res = write_report(out)
-    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+    _optimize_and_report(PIPELINE / "optimize.yaml", out, resume, overrides=[f"default={model}"] if model else [],
+                         method=None)
 
 
 @app.command("backends")

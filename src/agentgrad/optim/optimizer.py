@@ -109,7 +109,7 @@ def render_history(history: list[dict[str, Any]]) -> str:
         return "(none yet)"
     return "\n".join(
         T.HISTORY_LINE.format(step=h["step"], agents=", ".join(h["agents"]) or "none", before=h.get("before"),
-                              after=h.get("after"), verdict="kept" if h.get("accepted") else "rolled back")
+                              after=h.get("after"), verdict="kept" if h.get("accepted") else "rejected")
         for h in history
     )
 

@@ -249,7 +249,7 @@ class Trainer:
             new_val = self.evaluate(self.val)
             accepted = self.cfg.validation.accepts(val_score or 0.0, new_val)
             if not accepted:
-                set_prompts(self.system, {n: old[n] for n in res.prompts})  # roll back
+                set_prompts(self.system, {n: old[n] for n in res.prompts})  # rejected: the old prompts back
         updated = sorted(res.prompts) if accepted else []
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
                  update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,
