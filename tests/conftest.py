@@ -73,7 +73,7 @@ def demo_run(tmp_path_factory):
     from agentgrad.cli import main
 
     out = tmp_path_factory.mktemp("demo") / "R"
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--tiny", "--out", str(out)]) == 0
     return out
 
 

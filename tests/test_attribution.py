@@ -82,7 +82,7 @@ def compare_paths(path, attn=None):
             worst["grad"] = max(worst["grad"], ((gn - gc).norm(dim=-1)[nz] / gn.norm(dim=-1)[nz]).max().item())
             a, b = naive.attribute_node(tr, node), cached.attribute_node(tr, node)
             assert a.input_ids == b.input_ids and a.output_token_range == b.output_token_range
-            for sa, sb in zip(a.sources, b.sources):
+            for sa, sb in zip(a.sources, b.sources, strict=True):
                 scale = sum(abs(x) for x in sa.gxi) / len(sa.gxi)  # mean |g_t . e_t| of the source
                 for k in sa.weights:
                     diff = abs(sa.weights[k] - sb.weights[k])
@@ -204,13 +204,13 @@ def test_weights_match_independent_computation_on_cli_json(tmp_path, tiny_qwen3)
     for f in files:
         d, d2 = json.loads(f.read_text()), json.loads((attr2 / f.name).read_text())
         assert d2["scorer"]["prompt_weights"] is True
-        for node, node2 in zip(d["nodes"], d2["nodes"]):
+        for node, node2 in zip(d["nodes"], d2["nodes"], strict=True):
             p = node2["prompt"]
             assert p["kind"] == "prompt" and p["source"] == node2["node_id"] and len(p["token_scores"]["chars"]) == len(p["token_scores"]["positions"])
             want = independent_weights(model, node2["input_ids"], node2["output_token_range"], p["token_ranges"])
             for k, v in want.items():
                 assert close(p["weights"][k], v, 1e-3), (k, p["weights"][k], v)
-            for src, src2 in zip(node["sources"], node2["sources"]):
+            for src, src2 in zip(node["sources"], node2["sources"], strict=True):
                 for k in ("mean_l1", "max_l1"):
                     assert close(src["weights"][k], src2["weights"][k], 1e-4)
 
@@ -340,21 +340,21 @@ def test_batched_attribution_equals_one_by_one(arch, tmp_path):
     for budget in (10_000, 60):  # everything that shares a prefix in one batch; and batches of 1-2 calls
         batched = Scorer(str(path), prompt_weights=False)
         got = batched.attribute_batch(items, budget)
-        for a, b in zip(want, got):
+        for a, b in zip(want, got, strict=True):
             assert a.node_id == b.node_id and a.input_ids == b.input_ids and a.prefix_tokens == b.prefix_tokens
             assert close(a.log_prob, b.log_prob, 1e-5)
-            for sa, sb in zip(a.sources, b.sources):
-                for x, y in zip(sa.l1, sb.l1):  # every token's gradient
+            for sa, sb in zip(a.sources, b.sources, strict=True):
+                for x, y in zip(sa.l1, sb.l1, strict=True):  # every token's gradient
                     assert close(x, y, 1e-5), (x, y)
                 # g.e is a dot product whose terms cancel: its error is measured against the size of
                 # the token's gradient (|g.e| <= ||g||_1 max|e|), not against its own near-zero value
-                for x, y, g in zip(sa.gxi, sb.gxi, sa.l1):
+                for x, y, g in zip(sa.gxi, sb.gxi, sa.l1, strict=True):
                     assert abs(x - y) <= 1e-5 * g, (x, y, g)
                 for k in ("mean_l1", "max_l1"):
                     assert close(sa.weights[k], sb.weights[k], 1e-5)
     # prompt weights batch too (the prefix is then only the template header)
     pw1, pw2 = Scorer(str(path), prompt_weights=True), Scorer(str(path), prompt_weights=True)
-    for (tr, n), b in zip(items, pw2.attribute_batch(items, 10_000)):
+    for (tr, n), b in zip(items, pw2.attribute_batch(items, 10_000), strict=True):
         a = pw1.attribute_node(tr, n)
         assert close(a.prompt.weights["mean_l1"], b.prompt.weights["mean_l1"], 1e-5)
 
@@ -366,11 +366,14 @@ def test_cli_batch_tokens_writes_the_same_attribution(tmp_path, tiny_llama):
     assert main(["attribute", str(out), "--scorer", str(tiny_llama), "--out", str(tmp_path / "a")]) == 0
     assert main(["attribute", str(out), "--scorer", str(tiny_llama), "--out", str(tmp_path / "b"),
                  "--batch-tokens", "4096"]) == 0
-    for f in sorted((tmp_path / "a").glob("*.json")):
+    files = sorted((tmp_path / "a").glob("*.json"))
+    assert len(files) == len((PIPELINE / "inputs.jsonl").read_text().splitlines())  # one per input, in both
+    assert sorted(p.name for p in (tmp_path / "b").glob("*.json")) == [f.name for f in files]
+    for f in files:
         a, b = json.loads(f.read_text()), json.loads((tmp_path / "b" / f.name).read_text())
         assert a["kept_edges"] == b["kept_edges"] or all(
-            close(x["weights"]["mean_l1"], y["weights"]["mean_l1"], 1e-5) for x, y in zip(a["kept_edges"], b["kept_edges"]))
-        for na, nb in zip(a["nodes"], b["nodes"]):
+            close(x["weights"]["mean_l1"], y["weights"]["mean_l1"], 1e-5) for x, y in zip(a["kept_edges"], b["kept_edges"], strict=True))
+        for na, nb in zip(a["nodes"], b["nodes"], strict=True):
             assert na["input_ids"] == nb["input_ids"]
-            for sa, sb in zip(na["sources"], nb["sources"]):
+            for sa, sb in zip(na["sources"], nb["sources"], strict=True):
                 assert all(close(sa["weights"][k], sb["weights"][k], 1e-5) for k in ("mean_l1", "max_l1"))

@@ -5,7 +5,8 @@ from agentgrad.attribution import Scorer
 from agentgrad.backward import VerbalLoss, backward, blamed_agents, cut, render_trajectories
 from agentgrad.core.agent import Prompt
 from agentgrad.models.fake import FakeModel
-from agentgrad.optim.optimizer import (DeterministicOptimizer, PromptOptimizer, StepInput, add_warning)
+from agentgrad.optim.optimizer import (DeterministicOptimizer, Failure, PromptOptimizer, StepInput, add_warning,
+                                      render_feedback)
 
 
 def diamond_trace():
@@ -70,8 +71,10 @@ def step_input():
     prompts = {"facts": Prompt("List facts. NEVER invent.", ("NEVER invent.",)), "plan": Prompt("Plan."),
                "answer": Prompt("Answer.")}
     loss = VerbalLoss.generic("Paris", "Lyon", "wrong capital", [3])
+    failure = Failure("q1", loss, {"facts": "Trajectory 1: ...", "answer": "Trajectory 1: ..."},
+                      {"facts": ["The capital of France is Lyon."], "answer": ["Lyon."]})
     return StepInput(prompts=prompts, tools={}, blamed=["facts", "answer"], feedback="Trajectory 1: ...",
-                     losses=[loss], excerpts={"facts": ["The capital of France is Lyon."]})
+                     failures=[failure])
 
 
 GOOD = '{"prompts": {"facts": "List facts. NEVER invent.\\n## Warning\\n- check capitals (e.g. Lyon)"}}'
@@ -110,7 +113,7 @@ def test_optimizer_prompt_holds_everything():
     msgs = PromptOptimizer(FakeModel([GOOD])).messages(inp)
     user = msgs[1]["content"]
     for needle in ("## facts", "List facts. NEVER invent.", "Trajectory 1", "facts, answer", "'NEVER invent.'",
-                   "Step 1: updated plan; score 0.2 -> 0.1 (rolled back)", "## Warning"):
+                   "Step 1: updated plan; score 0.2 -> 0.1 (rejected)", "## Warning"):
         assert needle in user
 
 
@@ -123,3 +126,46 @@ def test_deterministic_optimizer_appends_warning_bullets():
     again = add_warning(facts, ["Avoid: something new"])
     assert again.count("## Warning") == 1 and again.count("- Avoid") == 2
     assert add_warning(again, ["Avoid: something new"]) == again  # no duplicates
+
+
+def two_failures():
+    """A step with two failed samples: q1 blames the planner, q2 the extractor (issue 27, item 5)."""
+    prompts = {"planner": Prompt("Plan."), "extractor": Prompt("Extract."), "answer": Prompt("Answer.")}
+    f1 = Failure("q1", VerbalLoss.generic("Paris", "Lyon", "wrong city", [2]),
+                 {"planner": "[agent planner] 'go to Lyon' -> LOSS q1"}, {"planner": ["go to Lyon"]})
+    f2 = Failure("q2", VerbalLoss.generic("7", "9", "wrong count", [2]),
+                 {"extractor": "[agent extractor] 'count: 9' -> LOSS q2"}, {"extractor": ["count: 9"]})
+    blamed = ["extractor", "planner"]
+    return StepInput(prompts, {}, blamed, render_feedback([f1, f2], blamed), failures=[f1, f2])
+
+
+def test_deterministic_optimizer_gives_each_agent_only_its_own_failures():
+    res = DeterministicOptimizer().step(two_failures())
+    assert set(res.prompts) == {"planner", "extractor"}
+    planner = [line for line in res.prompts["planner"].splitlines() if line.startswith("- ")]
+    extractor = [line for line in res.prompts["extractor"].splitlines() if line.startswith("- ")]
+    assert planner == ["- Avoid: Expected: Paris Produced: Lyon What is wrong: wrong city (e.g. you wrote 'go to Lyon')"]
+    assert extractor == ["- Avoid: Expected: 7 Produced: 9 What is wrong: wrong count (e.g. you wrote 'count: 9')"]
+
+
+def test_deterministic_optimizer_one_bullet_per_failure_with_its_own_example():
+    """Two trajectories of one sample through one agent give one bullet; two samples give two, each
+    illustrated by the agent's output in that sample."""
+    inp = two_failures()
+    f1, f2 = inp.failures
+    f2.outputs["planner"], f2.rendered["planner"] = ["go to Nice", "go to Nice"], "[agent planner] 'go to Nice'"
+    f1.outputs["planner"] = ["go to Lyon", "go to Lyon"]
+    inp.blamed = ["planner"]
+    bullets = [line for line in DeterministicOptimizer().step(inp).prompts["planner"].splitlines()
+               if line.startswith("- ")]
+    assert len(bullets) == len(set(bullets)) == 2
+    assert "wrong city" in bullets[0] and "'go to Lyon'" in bullets[0] and "Nice" not in bullets[0]
+    assert "wrong count" in bullets[1] and "'go to Nice'" in bullets[1] and "Lyon" not in bullets[1]
+
+
+def test_llm_optimizer_sees_each_agents_own_trajectories_only():
+    user = PromptOptimizer(FakeModel([GOOD])).messages(two_failures())[1]["content"]
+    planner = user[user.index("## Failures on trajectories through planner"):]
+    extractor = user[user.index("## Failures on trajectories through extractor"):user.index("## Failures on trajectories through planner")]
+    assert "Sample q1" in planner and "LOSS q1" in planner and "q2" not in planner
+    assert "Sample q2" in extractor and "LOSS q2" in extractor and "q1" not in extractor

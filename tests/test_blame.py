@@ -231,9 +231,15 @@ def test_trained_scorer_trains_saves_and_scores(tmp_path):
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.model import BlameModelConfig, train_blame_model
 
-    rep = train_blame_model(tmp_path / "M", BlameModelConfig(layers=1, hidden=32, steps=20, batch=4,
-                                                             eval_episodes=2, max_seconds=60))
-    assert 0.0 <= rep["heldout_token_accuracy"] <= 1.0 and rep["steps"] == 20
+    small = dict(layers=1, hidden=32, steps=20, batch=4, eval_episodes=2)
+    rep = train_blame_model(tmp_path / "M", BlameModelConfig(**small, max_seconds=None))
+    assert 0.0 <= rep["heldout_token_accuracy"] <= 1.0 and rep["steps"] == 20 and not rep["time_capped"]
+    # steps only: a second training is the same model, bit for bit, whatever the machine's load
+    again = train_blame_model(tmp_path / "M2", BlameModelConfig(**small, max_seconds=None))
+    assert (again["final_loss"], again["heldout_token_accuracy"]) == (rep["final_loss"], rep["heldout_token_accuracy"])
+    assert (tmp_path / "M2" / "model.safetensors").read_bytes() == (tmp_path / "M" / "model.safetensors").read_bytes()
+    capped = train_blame_model(tmp_path / "M3", BlameModelConfig(**small, max_seconds=1e-6))  # a budget stops it
+    assert capped["time_capped"] and capped["steps"] < 20
     sc = Scorer(str(tmp_path / "M"))
     ep = E.generate("chain", "wrong_value", 0)
     res = sc.attribute_node(ep.trace, ep.trace.nodes[ep.loss.targets[0]], ep.loss.spans[ep.loss.targets[0]])
@@ -420,21 +426,26 @@ def test_bench_resume_reads_back_finished_episodes(tiny_llama, tmp_path):
         run_benchmark(sc, ["last"], ["chain"], ["tool"], 2, out, resume=True, setup={"scorer": "other"})
 
 
-# measured on 2 cores: held-out token accuracy 0.992; on fan-in and manager wrong values, GBC (max L1,
-# targeted, carry) 1.00 agent top-1 over 200 episodes each, token hit@1 0.916; the floors leave room for a
-# slower machine (the training schedule ends within its time budget whatever the speed)
+# The test's scorer trains a fixed number of steps with no time cap (max_seconds=None): the learning-rate
+# schedule runs on steps only, so the model, and every figure below, is the same on a busy machine as on
+# an idle one. Measured on 2 cores: held-out token accuracy 0.992; on fan-in and manager wrong values,
+# GBC (max L1, targeted, carry) 1.00 agent top-1 over 200 episodes each, token hit@1 0.916.
 TRAINED_MIN_ACCURACY, TRAINED_MIN_GBC, TRAINED_MIN_HIT1 = 0.95, 0.8, 0.75
+TRAINED_TEST_CONFIG = dict(max_seconds=None)  # the default size and 8000 steps, steps only
 
 
+@pytest.mark.slow
 def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
-    """The default trained scorer (built once per test session, <= 5 minutes on 2 cores): its held-out
-    token accuracy, and GBC with the carry rule naming the planted agent far above chance."""
+    """The trained scorer (built once per test session, a fixed number of steps): its held-out token
+    accuracy, and GBC with the carry rule naming the planted agent far above chance."""
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.model import cached_blame_model
+    from agentgrad.blame.model import BlameModelConfig, cached_blame_model
 
-    path = cached_blame_model()
+    cfg = BlameModelConfig(**TRAINED_TEST_CONFIG)
+    path = cached_blame_model(cfg)
     rep = json.loads((path / "blame_model.json").read_text())
-    assert rep["heldout_token_accuracy"] >= TRAINED_MIN_ACCURACY and rep["seconds"] <= 330
+    assert rep["steps"] == cfg.steps and rep["time_capped"] is False  # no clock in the result
+    assert rep["heldout_token_accuracy"] >= TRAINED_MIN_ACCURACY
     sc = Scorer(str(path))
     m = run_benchmark(sc, ["gbc:max_l1:targeted:carry", "random"], ["fanin", "manager", "broadcast"],
                       ["wrong_value"], 6)

@@ -201,7 +201,7 @@ def test_targets_walk_the_kept_edges_through_tools():
 
 def test_target_optimizer_updates_from_pairs_and_validates():
     prompts = {"a": Prompt("Do A. KEEP", protected=["KEEP"]), "b": Prompt("Do B.")}
-    inp = StepInput(prompts=prompts, tools={}, blamed=["a", "b"], feedback="", losses=[],
+    inp = StepInput(prompts=prompts, tools={}, blamed=["a", "b"], feedback="",
                     pairs={"a": [("wrong a", "right a")]})
     res = TargetOptimizer(ScriptedTargetWriter()).step(inp)
     assert set(res.prompts) == {"a"} and "right a" in res.prompts["a"] and "wrong a" in res.prompts["a"]

@@ -55,7 +55,7 @@ def test_sentence_scores_by_hand():
 
 def _inp(prompts, scores, history=()):
     return StepInput(prompts={a: Prompt(*p) if isinstance(p, tuple) else Prompt(p) for a, p in prompts.items()},
-                     tools={}, blamed=sorted(scores), feedback="", losses=[], prompt_scores=scores,
+                     tools={}, blamed=sorted(scores), feedback="", prompt_scores=scores,
                      history=list(history))
 
 

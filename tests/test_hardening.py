@@ -303,3 +303,36 @@ def test_strict_gate_rolls_back_steps_that_do_not_improve(tmp_path):
                 if e["event"] == "step")
     assert step["val_before"] == step["val_after"] == 0.0 and step["accepted"] is False and step["updated"] == []
     assert not (tmp_path / "R" / "prompts" / "step-0001.json").exists()
+
+
+def test_debug_adds_a_traceback_and_keeps_the_exit_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for args in [a for a in USAGE_ERRORS if a] + [["optimize", "no-such.yaml", "--out", "o"]]:
+        rc, _, err = cli(*args)
+        rc_debug, _, err_debug = cli("--debug", *args)
+        assert rc_debug == rc == 2, (args, err_debug)
+        assert err_debug.strip().splitlines()[-1] == err.strip().splitlines()[-1]
+    assert "Traceback" in err_debug and "ConfigError" in err_debug  # the configuration error's traceback
+
+
+def _command_paths(cmd, path=()):
+    yield path
+    for name, sub in getattr(cmd, "commands", {}).items():
+        yield from _command_paths(sub, path + (name,))
+
+
+def test_help_shows_flags_without_a_type():
+    """typer 0.29 shows a flag as `--debug <bool>`, which invites `--debug true` (an error)."""
+    import typer
+
+    from agentgrad.cli import app
+
+    paths = list(_command_paths(typer.main.get_command(app)))
+    assert len(paths) > 20
+    for path in paths:
+        rc, out, _ = cli(*path, "--help")
+        assert rc == 0 and "--help" in out and "<bool>" not in out, (path, out)
+    line = next(line for line in cli("--help")[1].splitlines() if "--debug" in line)
+    assert "Show tracebacks" in line and "<" not in line
+    line = next(line for line in cli("demo", "--help")[1].splitlines() if "--resume" in line)
+    assert "Continue" in line and "<" not in line

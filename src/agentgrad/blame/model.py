@@ -54,7 +54,9 @@ class BlameModelConfig:
     reuse: int = 2  # each generated batch is trained on this many times (fresh data otherwise)
     eval_episodes: int = 40
     seed: int = 0
-    max_seconds: float = 280.0  # the budget (the issue's: 5 minutes): the schedule ends by then on any machine
+    # the budget (the issue's: 5 minutes): the schedule ends by then on any machine; None: no time cap,
+    # the schedule runs on steps only, so the result is the same on a busy machine as on an idle one
+    max_seconds: float | None = 280.0
     prompt_loss: float = 0.0  # weight of the loss on prompt tokens (repeated facts teach copying too)
     rope_theta: float = 300.0  # a small base gives more frequencies that resolve nearby positions
     induction_warmup: float = 1.0  # share of the steps on which every other batch is a look-up drill
@@ -213,13 +215,18 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     trained, loss_v = 0, float("nan")
     warm = int(cfg.induction_warmup * cfg.steps)
     drills = random.Random(cfg.seed)
-    budget = max(cfg.max_seconds - (t_train - t0), 1e-9)
+    budget = None if cfg.max_seconds is None else max(cfg.max_seconds - (t_train - t0), 1e-9)
+    time_capped = False
     for step in range(1, cfg.steps + 1):
         # progress: steps done or time spent, whichever is further along, so that a slower machine
-        # still anneals the learning rate to zero within the time budget (warm-up 10%, then cosine)
-        progress = max((step - 1) / cfg.steps, (time.time() - t_train) / budget)
-        if progress >= 1.0:
-            break
+        # still anneals the learning rate to zero within the time budget (warm-up 10%, then cosine);
+        # without a budget, steps only (deterministic whatever the machine's load)
+        progress = (step - 1) / cfg.steps
+        if budget is not None and (time.time() - t_train) / budget > progress:
+            progress = (time.time() - t_train) / budget
+            if progress >= 1.0:
+                time_capped = True
+                break
         for group in opt.param_groups:
             group["lr"] = cfg.lr * (progress / 0.1 if progress < 0.1 else
                                     0.5 * (1 + math.cos(math.pi * (progress - 0.1) / 0.9)))
@@ -257,7 +264,7 @@ def train_blame_model(out_dir: str | Path, cfg: BlameModelConfig | None = None,
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    report = {"heldout_token_accuracy": acc, "steps": trained, "final_loss": loss_v,
+    report = {"heldout_token_accuracy": acc, "steps": trained, "time_capped": time_capped, "final_loss": loss_v,
               "seconds": round(time.time() - t0, 1), "config": asdict(cfg),
               "note": "mechanism test: a model that copies facts from its sources; not evidence about real LLMs"}
     (out / "blame_model.json").write_text(json.dumps(report, indent=1))

@@ -2,14 +2,18 @@
 
 Every user mistake gets one line and a non-zero exit: an :class:`AgentgradError` (exit 1, or 2
 for configuration errors) and a usage error (a missing argument, an unknown option or command, a
-value out of range; exit 2). ``--debug`` shows the traceback of an AgentgradError instead.
+value out of range; exit 2). ``--debug`` shows the traceback of an AgentgradError too (same exit
+code). Ctrl-C says in one line what the run kept and the command that continues it (exit 130).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import shlex
 import sys
-from typing import Optional
+import traceback
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -42,8 +46,7 @@ __all__ = ["app", "console", "main"]
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
 ) -> None:
-    if debug:
-        os.environ["AGENTGRAD_DEBUG"] = "1"
+    """(``--debug`` is read by :func:`main`, which handles the errors.)"""
 
 
 def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
@@ -79,23 +82,71 @@ def _usage_line(e: Exception) -> str:
     return f"{msg} (see '{path} --help')"
 
 
+def _flags_untyped(cmd: Any) -> None:
+    """Boolean flags (``--help`` included) shown in help without a type: typer 0.29's help shows them as
+    ``--debug <bool>``, which invites ``--debug true``, an error."""
+    help_opt = cmd.get_help_option(cmd.context_class(cmd, info_name=cmd.name))
+    for p in [*cmd.params, *([help_opt] if help_opt is not None else [])]:
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""  # typer's help prints the metavar instead of the type when there is one
+    for sub in getattr(cmd, "commands", {}).values():
+        _flags_untyped(sub)
+
+
+def _command_of(root: Any, args: list[str]) -> Any:
+    """The (sub)command that ``args`` name, or None."""
+    cmd, words = root, [a for a in args if not a.startswith("-")]
+    while hasattr(cmd, "commands") and words:
+        cmd = cmd.commands.get(words.pop(0))
+        if cmd is None:
+            return None
+    return None if hasattr(cmd, "commands") else cmd
+
+
+def _interrupted(root: Any, args: list[str]) -> str:
+    """One line for Ctrl-C: what the run kept, and the command that continues it."""
+    from agentgrad.runs.rundir import kept_summary
+
+    cmd = _command_of(root, args)
+    params = {o: p for p in getattr(cmd, "params", []) for o in p.opts}
+    if "--resume" not in params or "--out" not in params:
+        return "interrupted (nothing to continue: the command keeps no partial work)"
+    out = next((a.split("=", 1)[1] for a in args if a.startswith("--out=")), None)
+    if out is None and "--out" in args[:-1]:
+        out = args[args.index("--out") + 1]
+    again = list(args)
+    if out is None:  # the default folder, named, so that the command to continue says where
+        out = str(params["--out"].default)
+        again += ["--out", out]
+    again += [] if "--resume" in args else ["--resume"]
+    return f"interrupted: {kept_summary(out)}; continue with: {shlex.join(['agentgrad', *again])}"
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    """Entry point: runs the CLI, turning user errors into one line and an exit code."""
+    """Entry point: runs the CLI, turning user errors into one line and an exit code.
+
+    ``--debug`` adds the traceback of an AgentgradError; the line and the exit code stay the same.
+    """
     args = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own progress display instead
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    debug = "--debug" in args or os.environ.get("AGENTGRAD_DEBUG") == "1"
+    words = list(itertools.takewhile(lambda a: a.startswith("-"), args))  # the options before the command
+    debug = "--debug" in words or os.environ.get("AGENTGRAD_DEBUG") == "1"
     click_error, click_exit, click_abort = _click_exceptions()
+    root = typer.main.get_command(app)
+    _flags_untyped(root)
     try:
-        rc = app(args=args, prog_name="agentgrad", standalone_mode=False)
+        rc = root.main(args=args, prog_name="agentgrad", standalone_mode=False)
     except AgentgradError as e:
         if debug:
-            raise
+            err_console.print(traceback.format_exc(), highlight=False, markup=False, soft_wrap=True)
         err_console.print("[bold red]error:[/bold red] " + escape(one_line(str(e))), highlight=False,
                           soft_wrap=True)
         return e.exit_code
+    except KeyboardInterrupt:
+        rc = 130
     except click_exit as e:
-        return int(e.exit_code or 0)
+        rc = int(e.exit_code or 0)
     except click_error as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # a group called without a command: its help
             ctx = getattr(e, "ctx", None)
@@ -106,10 +157,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             return 2
         err_console.print(f"error: {_usage_line(e)}", highlight=False, soft_wrap=True, markup=False)
         return int(getattr(e, "exit_code", 2) or 2)
-    except click_abort:
-        err_console.print("aborted")
+    except click_abort as e:
+        err_console.print(_interrupted(root, args) if isinstance(e.__cause__, KeyboardInterrupt) else "aborted",
+                          highlight=False, markup=False, soft_wrap=True)
         return 130
-    except KeyboardInterrupt:
-        err_console.print("interrupted; run again with --resume to continue")
-        return 130
+    if rc == 130:  # Ctrl-C: typer turns it into a silent exit 130 (no command of ours exits 130 itself)
+        err_console.print(_interrupted(root, args), highlight=False, markup=False, soft_wrap=True)
     return int(rc) if isinstance(rc, int) else 0

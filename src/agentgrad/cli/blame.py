@@ -104,8 +104,9 @@ def blame_model_command(
     out_dir: Path = typer.Argument(..., help="Folder to write the trained scorer to (new or empty)."),
     steps: int = typer.Option(BlameModelConfig.steps, "--steps", min=1,
                               help="Training steps (stops earlier at --max-seconds)."),
-    max_seconds: float = typer.Option(BlameModelConfig.max_seconds, "--max-seconds", min=1.0,
-                                      help="Training time budget."),
+    max_seconds: float = typer.Option(BlameModelConfig.max_seconds, "--max-seconds", min=0.0,
+                                      help="Training time budget (0: none, steps only: the same result on any "
+                                           "machine)."),
     seed: int = typer.Option(0, "--seed"),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
@@ -114,7 +115,7 @@ def blame_model_command(
     from agentgrad.files import check_new_output
 
     check_new_output(out_dir, overwrite, "dir")
-    cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds, seed=seed)
+    cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds or None, seed=seed)
     with console.status("training"):
         rep = train_blame_model(out_dir, cfg)
     console.print(f"trained scorer written to {out_dir}: held-out token accuracy {rep['heldout_token_accuracy']:.4f} "

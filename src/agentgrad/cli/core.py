@@ -147,11 +147,24 @@ def trace_show(
     show_trace(Trace.load(path), console, max_chars)
 
 
+def _optimize_and_report(config: Path, out: Path, resume: bool, **options) -> None:
+    """One optimisation run into ``out`` (new, or resumed from its checkpoint), then its report; a
+    resumed run that had already finished only writes the report again (say, one a Ctrl-C stopped)."""
+    from agentgrad.optim.run import run_optimize
+    from agentgrad.report.html import write_report
+
+    run_optimize(config, out, resume=resume, console=console, **options)
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    res = write_report(out)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+
+
 @app.command()
 def optimize(
-    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Run directory to write."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this run directory from its checkpoint."),
+    config: Path = typer.Argument(..., help="Optimisation YAML (task, system, data, scorer, optimizer, trainer), "
+                                            "or a run's own RUN_DIR/config.yaml."),
+    out: Path = typer.Option(..., "--out", help="Run directory to write."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
     method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Override the optimizer: verbal or target."),
@@ -159,40 +172,26 @@ def optimize(
                                               help="Episodes of a step run at once (trainer.concurrency)."),
 ) -> None:
     """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
-    from agentgrad.optim.run import run_optimize
-
-    if (out is None) == (resume is None):
-        raise ConfigError("give either --out RUN_DIR (a new run) or --resume RUN_DIR (continue one)")
-    run_optimize(config, out or resume, resume=resume is not None, overrides=model, method=method, console=console,
-                 optimizer_kind=optimizer, concurrency=concurrency)
+    _optimize_and_report(config, out, resume, overrides=model, method=method, optimizer_kind=optimizer,
+                         concurrency=concurrency)
 
 
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), "--out", help="Run directory to write."),
+    tiny: bool = typer.Option(False, "--tiny", help="The fastest smoke run: the pipeline example on a tiny random "
+                                                    "model built offline (it learns nothing)."),
     model: Optional[str] = typer.Option(
-        None, "--model", help="Real weights instead of the tiny random model: a folder or hub id."
+        None, "--model", help="Another model than the embedded SmolLM2: a folder, hub id, gguf:FILE, openai:MODEL@URL."
     ),
+    resume: bool = typer.Option(False, "--resume", help="Continue the demo in --out from its checkpoint."),
 ) -> None:
-    """The whole loop (run, attribute, backward, optimize, checkpoint) on the pipeline example."""
-    from agentgrad.examples import PIPELINE
-    from agentgrad.optim.run import run_optimize
+    """The whole loop on a real model: a team with one faulty prompt; blame it with gradients, fix only it."""
+    from agentgrad.examples.demo import run_demo
 
-    if model is None:
-        console.print(
-            "[yellow]note:[/yellow] this demo runs on a tiny model with random weights, built here offline: its "
-            "answers are noise and nothing is learned; it shows the machinery. For real weights: agentgrad "
-            "optimize examples/pipeline/optimize.yaml --out runs/real --model default=Qwen/Qwen3-0.6B (a hub id or "
-            "folder); for an LLM optimizer on any OpenAI-compatible server, add it under models: and set "
-            "optimizer: {kind: llm, model: NAME}."
-        )
-    run_optimize(PIPELINE / "optimize.yaml", out, resume=False, overrides=[f"default={model}"] if model else [],
-                 method=None, console=console)
-    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
-    from agentgrad.report.html import write_report
-
-    res = write_report(out)
-    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+    if tiny and model:
+        raise ConfigError("--tiny and --model exclude each other: --tiny is the tiny random model")
+    run_demo(out, tiny=tiny, model=model, resume=resume, console=console)
 
 
 @app.command("backends")

@@ -41,6 +41,11 @@ def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume:
     summary = summarize(out)
     summary["seconds"] = round(time.time() - t0, 1)
     show(summary, console)
+    from agentgrad.report.html import write_report
+
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    res = write_report(out)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
     return summary | {"final": final}
 
 

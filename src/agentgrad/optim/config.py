@@ -9,7 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgrad.config import ModelSpec, load_system_config, read_yaml, validate
+from agentgrad.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
+from agentgrad.errors import ConfigError
+from agentgrad.redact import REDACTED
 
 
 class ScorerConfig(BaseModel):
@@ -84,24 +86,56 @@ class OptimizeConfig(BaseModel):
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    resolved_system: SystemConfig | None = Field(
+        None, description="written by a run into its config.yaml: the system it ran, model overrides included "
+                          "(used instead of the system file, so that the run's own config.yaml resumes it)")
+
+    def anchored(self, base: Path) -> "OptimizeConfig":
+        """A copy whose file paths (``system``, ``data``) are absolute: the same configuration, and the
+        same digest, whether it is read from the original file or from a run's config.yaml."""
+        return self.model_copy(update={"system": str((base / self.system).resolve()),
+                                       "data": {k: str((base / v).resolve()) for k, v in self.data.items()}})
 
     def digest(self) -> str:
         """A hash of everything that determines the run (a resumed run must not change it); the
         concurrency does not: a run resumed at another concurrency ends the same."""
-        d = self.model_dump(mode="json")
+        d = self.model_dump(mode="json", exclude={"resolved_system"})
         d["trainer"].pop("concurrency", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _redacted_at(data: Any, where: str = "") -> str | None:
+    """Where ``data`` holds a value a run removed when it wrote its configuration (a secret), if anywhere."""
+    if data == REDACTED:
+        return where or "(top level)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else []
+    for k, v in items:
+        found = _redacted_at(v, f"{where}.{k}" if where else str(k))
+        if found:
+            return found
+    return None
+
+
 def load_optimize_config(path: str | Path) -> tuple[OptimizeConfig, Path]:
+    """The configuration in ``path`` (a user's file, or a run's own config.yaml) with its paths made
+    absolute, and the folder it was read from."""
     path = Path(path)
-    cfg = validate(OptimizeConfig, read_yaml(path), str(path))
-    return cfg, path.parent
+    data = read_yaml(path)
+    secret = _redacted_at(data)
+    if secret:
+        raise ConfigError(f"{path}: {secret} is {REDACTED} (a secret is never written to a run); give it through "
+                          f"an environment variable (api_key_env) or resume with the original configuration")
+    cfg = validate(OptimizeConfig, data, str(path))
+    return cfg.anchored(path.parent), path.parent
 
 
-def resolve_system(cfg: OptimizeConfig, base: Path) -> Any:
-    """The system configuration with this run's model entries merged in."""
-    sys_cfg = load_system_config((base / cfg.system))
+def resolve_system(cfg: OptimizeConfig, base: Path) -> SystemConfig:
+    """The system configuration (a run's recorded one, else the system file) with this run's model
+    entries merged in."""
+    if cfg.resolved_system is not None:
+        sys_cfg = cfg.resolved_system.model_copy(deep=True)
+    else:
+        sys_cfg = load_system_config((base / cfg.system))
     for name, spec in cfg.models.items():
         sys_cfg.models[name] = spec
     return sys_cfg

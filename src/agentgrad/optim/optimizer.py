@@ -25,15 +25,35 @@ class UpdateError(ValueError):
 
 
 @dataclass
+class Failure:
+    """One failed sample of a step, kept apart from the others: its loss and, for each agent on its
+    trajectories, those trajectories as text and that agent's own outputs on them."""
+
+    sample: str
+    loss: VerbalLoss
+    rendered: dict[str, str] = field(default_factory=dict)  # agent -> the trajectories through it, rendered
+    outputs: dict[str, list[str]] = field(default_factory=dict)  # agent -> its outputs on those trajectories
+
+
+def render_feedback(failures: list[Failure], blamed: list[str], max_chars: int = 6000) -> str:
+    """The failures grouped by blamed agent: each agent's section holds only the trajectories it is on."""
+    sections = []
+    for agent in blamed:
+        own = [f"Sample {f.sample}:\n{f.rendered[agent]}" for f in failures if agent in f.rendered]
+        if own:
+            sections.append(T.FAILURES_OF.format(agent=agent) + "\n" + "\n\n".join(own))
+    return cut("\n\n".join(sections), max_chars)
+
+
+@dataclass
 class StepInput:
     """What an optimizer sees at one step."""
 
     prompts: dict[str, Prompt]  # every agent's current prompt
     tools: dict[str, list[str]]  # every agent's tool names
     blamed: list[str]  # the agents it may change
-    feedback: str  # rendered trajectories and losses
-    losses: list[VerbalLoss]
-    excerpts: dict[str, list[str]] = field(default_factory=dict)  # agent -> its outputs on failure paths
+    feedback: str  # the failures rendered per blamed agent (render_feedback)
+    failures: list[Failure] = field(default_factory=list)  # the step's failed samples, one each
     history: list[dict[str, Any]] = field(default_factory=list)
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target): target optimizer
     # agent -> per failing episode, (start, end, L1 of the gradient) of each token of its prompt
@@ -93,7 +113,7 @@ def render_history(history: list[dict[str, Any]]) -> str:
         return "(none yet)"
     return "\n".join(
         T.HISTORY_LINE.format(step=h["step"], agents=", ".join(h["agents"]) or "none", before=h.get("before"),
-                              after=h.get("after"), verdict="kept" if h.get("accepted") else "rolled back")
+                              after=h.get("after"), verdict="kept" if h.get("accepted") else "rejected")
         for h in history
     )
 
@@ -164,7 +184,8 @@ def add_warning(prompt: str, bullets: list[str]) -> str:
 
 
 class DeterministicOptimizer:
-    """No LLM: appends each loss, condensed, as a Warning bullet to the blamed agents' prompts.
+    """No LLM: appends each loss, condensed, as a Warning bullet to the prompts of the agents on its
+    trajectories, illustrated by that agent's own output in the failed episode.
 
     The baseline for ablations (is the LLM surgeon needed?) and the demo's optimizer.
     """
@@ -177,10 +198,12 @@ class DeterministicOptimizer:
         out = {}
         for agent in inp.blamed:
             bullets = []
-            for i, loss in enumerate(inp.losses):
-                rule = " ".join(loss.text.split())
-                example = inp.excerpts.get(agent, [])
-                case = f" (e.g. you wrote {cut(' '.join(example[i % len(example)].split()), 60)!r})" if example else ""
+            for f in inp.failures:  # only the failures whose trajectories this agent is on
+                if agent not in f.outputs and agent not in f.rendered:
+                    continue
+                rule = " ".join(f.loss.text.split())
+                example = f.outputs.get(agent, [])  # its own output in that same episode
+                case = f" (e.g. you wrote {cut(' '.join(example[0].split()), 60)!r})" if example else ""
                 bullets.append(f"Avoid: {cut(rule, self.bullet_chars)}{case}")
             text = add_warning(inp.prompts[agent].text, bullets)
             if len(text) <= self.max_chars and text != inp.prompts[agent].text:

@@ -11,7 +11,7 @@ OPTIMIZER_USER = """\
 # Agents
 {agents}
 
-# Failures of this batch
+# Failures of this batch, per agent (each agent's section holds only the trajectories it is on)
 {trajectories}
 
 # Earlier steps
@@ -20,8 +20,8 @@ OPTIMIZER_USER = """\
 # Your task
 Rewrite the prompts of these agents only: {blamed}.
 Keep each prompt as it is and add or update a section that starts with the line "## Warning": \
-a list of bullet points, each a short rule that prevents one of the failures above, illustrated by \
-that failure case ("e.g. ..."). Merge duplicate bullets. Keep every protected text verbatim: \
+a list of bullet points, each a short rule that prevents one of the failures in that agent's own \
+section above, illustrated by that failure case ("e.g. ..."). Merge duplicate bullets. Keep every protected text verbatim: \
 {protected}. Each prompt must stay under {max_chars} characters.
 
 Reply with one JSON object and nothing else:
@@ -39,6 +39,8 @@ Prompt:
 <<<
 {prompt}
 >>>"""
+
+FAILURES_OF = "## Failures on trajectories through {agent}"
 
 HISTORY_LINE = "Step {step}: updated {agents}; score {before} -> {after} ({verdict})"
 

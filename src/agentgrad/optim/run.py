@@ -76,7 +76,8 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
     optimizer = build_optimizer(cfg, models)
     run_dir = RunDir(out, resume=resume)
     run_dir.started(cfg.digest(), "configuration")  # a resumed run with another configuration is refused
-    run_dir.write_config(cfg.model_dump(mode="json") | {"resolved_system": sys_cfg.model_dump(mode="json")})
+    # the run's own config.yaml resumes it: absolute paths, and the system it ran (overrides included)
+    run_dir.write_config(cfg.model_copy(update={"resolved_system": sys_cfg}).model_dump(mode="json"))
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console)
@@ -93,7 +94,7 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
             state["rejected"] += e.get("accepted") is False
             state["score"] = e.get("val_after", e.get("train_score"))
             blamed = ", ".join(f"{a} x{n}" for a, n in e["blamed"].items()) or "none"
-            verdict = {True: "accepted", False: "rolled back", None: "no change"}[e.get("accepted")]
+            verdict = {True: "accepted", False: "rejected", None: "no change"}[e.get("accepted")]
             progress.console.print(
                 f"step {e['step']}: train score {e['train_score']:.2f}, blamed {blamed}, {verdict}, "
                 f"update frequency {e.get('update_frequency', 0):.2f}"
@@ -109,7 +110,7 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
         bar = progress.add_task("samples", total=len(trainer.train))
         final = trainer.fit()
     console.print(
-        f"done: {final['steps']} steps, {final['accepted']} accepted, {final['rejected']} rolled back; "
+        f"done: {final['steps']} steps, {final['accepted']} accepted, {final['rejected']} rejected; "
         f"train score {final['train_score']:.3f}"
         + (f", validation score {final['val_score']:.3f}" if final["val_score"] is not None else "")
     )

@@ -19,13 +19,13 @@ from typing import Any, Callable
 
 from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.backward import Trajectory, VerbalLoss, backward, blamed_agents, cut, render_trajectories
+from agentgrad.backward import Trajectory, VerbalLoss, backward, blamed_agents, render_trajectories
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
 from agentgrad.core.trace import write_json_atomic
 from agentgrad.errors import AgentgradError, ConfigError, RunError
 from agentgrad.optim.config import TrainerConfig
-from agentgrad.optim.optimizer import Optimizer, StepInput
+from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, render_feedback
 from agentgrad.optim.tasks import Task
 from agentgrad.runs.rundir import RunDir
 from agentgrad.runs.runner import run_jobs
@@ -50,8 +50,8 @@ class Collected:
     sample: str
     trajectories: list[Trajectory]
     loss: VerbalLoss
-    rendered: str
-    excerpts: dict[str, list[str]]
+    rendered: dict[str, str]  # agent -> this sample's trajectories through it, rendered
+    excerpts: dict[str, list[str]]  # agent -> its outputs on this sample's trajectories
     agents: list[str]  # every agent that made a call in the failed episode
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
     # agent -> per call on the failure paths, (start, end, L1) of its prompt's tokens (prompt_weights)
@@ -188,7 +188,9 @@ class Trainer:
                     node = ep.trace.nodes[n]
                     if node.kind == "call":
                         excerpts.setdefault(node.name, []).append(node.text)
-            rendered = render_trajectories(ep.trace, trajs, self.cfg.render.max_node_chars, self.cfg.render.max_chars)
+            rendered = {a: render_trajectories(ep.trace, [t for t in trajs if a in t.agents],
+                                               self.cfg.render.max_node_chars, self.cfg.render.max_chars)
+                        for a in excerpts}
             collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs,
                                   prompt_scores(results, trajs))
         ep.trace.save(self.run_dir.sample_path("traces", sid))
@@ -238,11 +240,8 @@ class Trainer:
             self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, note="no failures")
             return None, val_score
         prompts = get_prompts(self.system)
-        excerpts: dict[str, list[str]] = {}
-        for c in batch:
-            for a, outs in c.excerpts.items():
-                excerpts.setdefault(a, []).extend(outs)
-        feedback = cut("\n\n".join(f"Sample {c.sample}:\n{c.rendered}" for c in batch), self.cfg.render.max_chars)
+        # each failure stays apart: an agent is shown only the samples whose trajectories it is on
+        failures = [Failure(c.sample, c.loss, c.rendered, c.excerpts) for c in batch]
         pairs: dict[str, list[tuple[str, str]]] = {}
         for c in batch:
             for a, ps in c.pairs.items():
@@ -251,10 +250,11 @@ class Trainer:
         for c in batch:
             for a, ps in c.prompt_scores.items():
                 scores.setdefault(a, []).extend(ps)
+        blamed = sorted(set(counts) | set(pairs))
         inp = StepInput(prompts=prompts, tools={n: [t.name for t in a.tools] for n, a in self.system.agents().items()},
-                        blamed=sorted(set(counts) | set(pairs)), feedback=feedback, losses=[c.loss for c in batch],
-                        excerpts=excerpts, history=history[-self.cfg.history:] if self.cfg.history else [], pairs=pairs,
-                        prompt_scores=scores)
+                        blamed=blamed, feedback=render_feedback(failures, blamed, self.cfg.render.max_chars),
+                        failures=failures, history=history[-self.cfg.history:] if self.cfg.history else [],
+                        pairs=pairs, prompt_scores=scores)
         res = self.optimizer.step(inp)
         if res.skipped or not res.prompts:
             self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, skipped=res.skipped,
@@ -268,7 +268,7 @@ class Trainer:
             new_val = self.evaluate(self.val)
             accepted = self.cfg.validation.accepts(val_score or 0.0, new_val)
             if not accepted:
-                set_prompts(self.system, {n: old[n] for n in res.prompts})  # roll back
+                set_prompts(self.system, {n: old[n] for n in res.prompts})  # rejected: the old prompts back
         updated = sorted(res.prompts) if accepted else []
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
                  update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,

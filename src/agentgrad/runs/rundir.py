@@ -121,3 +121,22 @@ class RunDir:
         elif old.get("digest") != digest:
             raise ConfigError(f"{self.path} was started with other {what}; resume it with the same ones, "
                            f"or choose another --out")
+
+
+def kept_summary(path: str | os.PathLike) -> str:
+    """One phrase saying what a stopped run left in ``path``; every file there is whole (atomic writes)."""
+    p = Path(path)
+    if not p.is_dir():
+        return f"nothing was written to {p} yet"
+    if (p / "final.json").is_file() and not (p / "report.html").is_file():  # stopped while writing the report
+        return f"the run in {p} is complete but its report.html was not written"
+    for ckpt in (p / "checkpoint.json", p / "train" / "checkpoint.json"):  # an optimisation, or a benchmark's
+        try:
+            state = json.loads(ckpt.read_text(encoding="utf-8"))
+            return f"{p} keeps the checkpoint after step {state['step']} ({state['next_sample']} samples done)"
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    episodes = sum(1 for _ in p.glob("**/traces/*.json")) + sum(1 for _ in p.glob("**/episodes/*.json"))
+    if episodes:
+        return f"{p} keeps {episodes} finished episode(s)"
+    return f"{p} keeps {sum(1 for _ in p.glob('*.json'))} finished file(s)"
