@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import SourceAttribution, NodeAttribution
 from agentgrad.attribution.weights import connection_weights
-from agentgrad.blame import episodes as E
-from agentgrad.blame.bench import run_benchmark, summarize, top1_credit, wilson
+from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.benchmarks.planted.bench import run_benchmark, summarize, top1_credit, wilson
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError
@@ -212,7 +212,7 @@ def test_lookup_drills_are_answered_only_by_looking_up():
     """Every labelled word of a drill is what followed the word before it in the list of distinct words."""
     import random
 
-    from agentgrad.blame.model import BlameModelConfig, _induction_batch
+    from agentgrad.benchmarks.planted.model import BlameModelConfig, _induction_batch
 
     batch = _induction_batch(BlameModelConfig(batch=16, induction_length=16), 4, 60, random.Random(3))
     assert len(batch) == 16
@@ -229,7 +229,7 @@ def test_lookup_drills_are_answered_only_by_looking_up():
 
 def test_trained_scorer_trains_saves_and_scores(tmp_path):
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.model import BlameModelConfig, train_blame_model
+    from agentgrad.benchmarks.planted.model import BlameModelConfig, train_blame_model
 
     rep = train_blame_model(tmp_path / "M", BlameModelConfig(layers=1, hidden=32, steps=20, batch=4,
                                                              eval_episodes=2, max_seconds=60))
@@ -430,7 +430,7 @@ def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
     """The default trained scorer (built once per test session, <= 5 minutes on 2 cores): its held-out
     token accuracy, and GBC with the carry rule naming the planted agent far above chance."""
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.model import cached_blame_model
+    from agentgrad.benchmarks.planted.model import cached_blame_model
 
     path = cached_blame_model()
     rep = json.loads((path / "blame_model.json").read_text())

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.blame.bench import top1_credit, top_tied, wilson
+from agentgrad.benchmarks.planted.bench import top1_credit, top_tied, wilson
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method
 from agentgrad.core.trace import Trace
 from agentgrad.files import RunFiles

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.blame import episodes as E
+from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.methods import BlameContext, Blame, get_blame_method
 from agentgrad.errors import ConfigError
 from agentgrad.files import RunFiles
