@@ -86,3 +86,67 @@ def assert_spans_exact(trace):
             assert got == trace.nodes[s.source].text, (node.id, s)
             n_spans += 1
     return n_spans
+
+
+class IdealScorer:
+    """Gradients of a model that copies: an output's value tokens point at the source value they copy
+    (a corrupted value points at the source's correct value for its key). Tests the walk rules."""
+
+    path = "ideal"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.cache_stats = {"hits": 0, "misses": 0}
+
+    def describe(self):
+        return {"path": self.path, "ideal": True}
+
+    def attribute(self, trace, on_node=None):
+        """Every call, as ``Scorer.attribute`` does (results and the attribution graph)."""
+        from agentgrad.attribution.scorer import build_graph
+
+        results = [self.attribute_node(trace, n) for n in trace.calls()]
+        return results, build_graph(trace, results)
+
+    def attribute_node(self, trace, node, target_chars=None):
+        from agentgrad.attribution.render import render_call
+        from agentgrad.attribution.scorer import NodeAttribution, SourceAttribution
+        from agentgrad.attribution.weights import connection_weights
+
+        r = render_call(self.tokenizer, node)
+        wanted, at = set(), 0
+        for line in node.text.split("\n"):  # the keys whose value lines the objective covers
+            k = line.split(": ", 1)[0]
+            if not target_chars or any(a < at + len(line) and b > at + len(k) + 2 for a, b in target_chars):
+                wanted.add(k)
+            at += len(line) + 1
+        sources = []
+        for src, chars in r.source_chars.items():
+            text = trace.nodes[src].text
+            hot = []
+            for k in wanted:
+                at = ("\n" + text).find(f"\n{k}: ")
+                if at >= 0:
+                    hot.append((chars[0][0] + at + len(k) + 2, chars[0][0] + at + len(k) + 2 + len(text[at:].split("\n")[0]) - len(k) - 2))
+            positions = sorted({t for a, b in r.source_ranges[src] for t in range(a, b)})
+            l1 = [10.0 if any(r.offsets[p][0] < hb and r.offsets[p][1] > ha for ha, hb in hot) else 0.1 for p in positions]
+            sources.append(SourceAttribution(src, trace.nodes[src].kind, trace.nodes[src].name, r.source_ranges[src],
+                                             connection_weights(l1, l1), positions, l1, l1))
+        return NodeAttribution(node.id, node.name, r.input_ids, r.output_range, sources, "ideal")
+
+    def output_logprobs(self, node):
+        """A copier's log p: an output line's tokens are likely (p 0.99) when the line is in the inputs."""
+        import math
+
+        from agentgrad.attribution.render import render_call
+
+        r = render_call(self.tokenizer, node)
+        o_s, o_e = r.output_range
+        user = node.messages[1]["content"].split("\n")
+        lps, base = [], r.output_char_start
+        for t in range(o_s, o_e):
+            a = r.offsets[t][0] - base
+            line_start = node.text.rfind("\n", 0, max(a, 0)) + 1
+            line = node.text[line_start:].split("\n")[0]
+            lps.append(math.log(0.99) if line in user else math.log(0.01))
+        return r, lps

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from agentgrad import Agent, ContextLengthError, RegistryError, Trace
-from agentgrad.attribution import AttributionGraph, Scorer, get_method
+from agentgrad.attribution import AttributionGraph, Scorer
 from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import rewrap_cache
 from agentgrad.cli import main
@@ -284,9 +284,16 @@ def test_surrogate_is_recorded(tmp_path, tiny_llama, tiny_qwen3):
     assert d["nodes"][0]["generator"]["path"] == str(tiny_llama) and d["scorer"]["path"] == str(tiny_qwen3)
 
 
-def test_blame_methods_and_prune():
+def test_edge_rules_and_prune():
+    from agentgrad.blame.methods import edge_rule
+
     with pytest.raises(RegistryError, match="valid: mean_l1, max_l1, mean_gxi, max_gxi, random, all"):
-        get_method("attention")
+        AttributionGraph({}, []).prune(1, "attention")
+    with pytest.raises(RegistryError, match="unknown edge rule 'gbc:max_l1:targeted:carry'"):
+        AttributionGraph({0: {}, 1: {}}, []).prune(1, "gbc:max_l1:targeted:carry")
+    # a blame method is not an edge rule: the registry says which rule each one walks by
+    assert [edge_rule(m) for m in ("gbc:max_l1:targeted:carry", "mean_gxi", "random", "all", "temporal")] == [
+        "max_l1", "mean_gxi", "random", "all", "mean_l1"]
     from agentgrad.attribution.graph import Edge
 
     w = lambda x: {"mean_l1": x, "max_l1": x, "mean_gxi": x, "max_gxi": x}

@@ -9,15 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentgrad.attribution.render import render_call
-from agentgrad.attribution.scorer import SourceAttribution, NodeAttribution
-from agentgrad.attribution.weights import connection_weights
-from agentgrad.blame import episodes as E
-from agentgrad.blame.bench import run_benchmark, summarize, top1_credit, wilson
+from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.benchmarks.planted.bench import run_benchmark, summarize, top1_credit, wilson
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError
-from conftest import assert_spans_exact
+from conftest import IdealScorer, assert_spans_exact
 
 
 def cli(*args):
@@ -91,49 +88,6 @@ def test_metrics_by_hand_on_three_episodes():
     assert m["agent_top1"]["ci95"] == pytest.approx([centre - half, centre + half])
     assert summarize(recs, ["m"])["chance_agent_top1"] == pytest.approx((0.25 + 0.25 + 0.5) / 3)
     assert wilson(0, 0) == (0.0, 0.0)
-
-
-class IdealScorer:
-    """Gradients of a model that copies: an output's value tokens point at the source value they copy
-    (a corrupted value points at the source's correct value for its key). Tests the walk rules."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def attribute_node(self, trace, node, target_chars=None):
-        r = render_call(self.tokenizer, node)
-        wanted, at = set(), 0
-        for line in node.text.split("\n"):  # the keys whose value lines the objective covers
-            k = line.split(": ", 1)[0]
-            if not target_chars or any(a < at + len(line) and b > at + len(k) + 2 for a, b in target_chars):
-                wanted.add(k)
-            at += len(line) + 1
-        sources = []
-        for src, chars in r.source_chars.items():
-            text = trace.nodes[src].text
-            hot = []
-            for k in wanted:
-                at = ("\n" + text).find(f"\n{k}: ")
-                if at >= 0:
-                    hot.append((chars[0][0] + at + len(k) + 2, chars[0][0] + at + len(k) + 2 + len(text[at:].split("\n")[0]) - len(k) - 2))
-            positions = sorted({t for a, b in r.source_ranges[src] for t in range(a, b)})
-            l1 = [10.0 if any(r.offsets[p][0] < hb and r.offsets[p][1] > ha for ha, hb in hot) else 0.1 for p in positions]
-            sources.append(SourceAttribution(src, trace.nodes[src].kind, trace.nodes[src].name, r.source_ranges[src],
-                                             connection_weights(l1, l1), positions, l1, l1))
-        return NodeAttribution(node.id, node.name, r.input_ids, r.output_range, sources, "ideal")
-
-    def output_logprobs(self, node):
-        """A copier's log p: an output line's tokens are likely (p 0.99) when the line is in the inputs."""
-        r = render_call(self.tokenizer, node)
-        o_s, o_e = r.output_range
-        user = node.messages[1]["content"].split("\n")
-        lps, base = [], r.output_char_start
-        for t in range(o_s, o_e):
-            a = r.offsets[t][0] - base
-            line_start = node.text.rfind("\n", 0, max(a, 0)) + 1
-            line = node.text[line_start:].split("\n")[0]
-            lps.append(math.log(0.99) if line in user else math.log(0.01))
-        return r, lps
 
 
 @pytest.mark.parametrize("topology", ["chain", "manager", "fanin"])
@@ -212,7 +166,7 @@ def test_lookup_drills_are_answered_only_by_looking_up():
     """Every labelled word of a drill is what followed the word before it in the list of distinct words."""
     import random
 
-    from agentgrad.blame.model import BlameModelConfig, _induction_batch
+    from agentgrad.benchmarks.planted.model import BlameModelConfig, _induction_batch
 
     batch = _induction_batch(BlameModelConfig(batch=16, induction_length=16), 4, 60, random.Random(3))
     assert len(batch) == 16
@@ -229,7 +183,7 @@ def test_lookup_drills_are_answered_only_by_looking_up():
 
 def test_trained_scorer_trains_saves_and_scores(tmp_path):
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.model import BlameModelConfig, train_blame_model
+    from agentgrad.benchmarks.planted.model import BlameModelConfig, train_blame_model
 
     small = dict(layers=1, hidden=32, steps=20, batch=4, eval_episodes=2)
     rep = train_blame_model(tmp_path / "M", BlameModelConfig(**small, max_seconds=None))
@@ -439,7 +393,7 @@ def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
     """The trained scorer (built once per test session, a fixed number of steps): its held-out token
     accuracy, and GBC with the carry rule naming the planted agent far above chance."""
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.model import BlameModelConfig, cached_blame_model
+    from agentgrad.benchmarks.planted.model import BlameModelConfig, cached_blame_model
 
     cfg = BlameModelConfig(**TRAINED_TEST_CONFIG)
     path = cached_blame_model(cfg)

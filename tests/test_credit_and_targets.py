@@ -9,6 +9,7 @@ import pytest
 from agentgrad import Agent, Tool, Trace
 from agentgrad.attribution.graph import AttributionGraph, Edge
 from agentgrad.backward import VerbalLoss
+from agentgrad.blame.walk import kept_parents
 from agentgrad.cli import main
 from agentgrad.credit import credit_records, split_credit
 from agentgrad.errors import ConfigError, ModelError
@@ -183,7 +184,8 @@ def test_targets_walk_the_kept_edges_through_tools():
     edges += [Edge(2, 3, {k: 1.0 for k in W}, True)]
     graph = AttributionGraph({n.id: {"kind": n.kind, "name": n.name} for n in tr}, edges)
     loss = VerbalLoss("wrong", [5], details={"expected": "8"})
-    targets = propagate_targets(tr, graph, loss, ScriptedTargetWriter(), top_k=3)
+    parents = kept_parents(graph, 3, "mean_l1")
+    targets = propagate_targets(tr, parents, loss, ScriptedTargetWriter())
     assert targets[5] == "8"
     assert set(targets) == {5, 4, 2, 1}  # through the tool (3) to the call that asked for it (2)
     assert "responder" in targets[4] and all(t for t in targets.values())
@@ -191,12 +193,12 @@ def test_targets_walk_the_kept_edges_through_tools():
     replies = iter(['no json here', '{"target": "eight"}', '{"target": "t4"}', '{"target": "t2"}', '{"target": "t1"}'])
     seen = []
     llm = FakeModel(responder=lambda msgs, tools: (seen.append(msgs), next(replies))[1])
-    targets = propagate_targets(tr, graph, loss, LLMTargetWriter(llm), top_k=3)
+    targets = propagate_targets(tr, parents, loss, LLMTargetWriter(llm))
     assert targets == {5: "eight", 4: "t4", 2: "t2", 1: "t1"}
     assert "rejected" in seen[1][-1]["content"] and "lookup" in seen[3][1]["content"]  # the tool named
     bad = FakeModel(responder=lambda m, t: '{"target": ""}')
     with pytest.raises(ModelError, match="no usable target"):
-        propagate_targets(tr, graph, loss, LLMTargetWriter(bad, max_attempts=2))
+        propagate_targets(tr, kept_parents(graph, 1, "mean_l1"), loss, LLMTargetWriter(bad, max_attempts=2))
 
 
 def test_target_optimizer_updates_from_pairs_and_validates():

@@ -139,7 +139,7 @@ def _fixture(tmp_path):
 
 def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
     from agentgrad.blame.judge import Judge
-    from agentgrad.blame.whowhen import run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
     from agentgrad.models.fake import FakeModel
 
     traces = import_whowhen(_fixture(tmp_path)).traces
@@ -174,9 +174,9 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
 
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
 def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
-    from agentgrad.blame.bench import wilson
+    from agentgrad.benchmarks.planted.bench import wilson
     from agentgrad.blame.judge import Judge, render_log, steps_of
-    from agentgrad.blame.whowhen import run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
     from agentgrad.models.fake import FakeModel
 
     traces = import_whowhen(WHOWHEN).traces
@@ -205,7 +205,7 @@ def test_whowhen_published_table_is_the_papers():
     best figures (53.5% agent, 14.2% step) are the means of all-at-once's agent and step-by-step's step
     cells, as the paper states, so a mistyped cell shows."""
     from agentgrad.blame.methods import get_blame_method
-    from agentgrad.blame.whowhen import published
+    from agentgrad.benchmarks.whowhen.bench import published
 
     w, wo = published(True), published(False)
     assert set(w["methods"]) == {"random", "judge:all_at_once", "judge:step_by_step", "judge:binary_search"}
@@ -345,7 +345,7 @@ def test_otel_mapping_on_nested_spans(tmp_path):
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
 def test_a_real_whowhen_log_is_attributed_whole_on_the_tiny_model(tiny_llama):
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame.whowhen import run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
 
     traces = import_whowhen(WHOWHEN, "algorithm").traces
     small = min(traces, key=lambda t: sum(len(n.text) for n in t.nodes))

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.attribution.result import Attribution
+from agentgrad.blame.methods import DEFAULT_METHOD as DEFAULT_BLAME
 from agentgrad.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
 from agentgrad.models.base import LanguageModel
 
-DEFAULT_BLAME = "gbc:max_l1:targeted:carry"
 
 
 def load_model(value: str, name: str = "default", **options: Any) -> LanguageModel:
@@ -70,16 +70,18 @@ def attribute(trace: Trace, scorer: Any) -> Attribution:
 def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: Any = None, judge: Any = None,
           seed: int = 0) -> list[Any]:
     """The agents to blame for ``loss``, best first: ``[Blame(agent, node, score)]`` by any method of the
-    blame registry (``agentgrad.blame.list_blame_methods()``)."""
-    from agentgrad.blame.methods import BlameContext, get_blame_method, needs_scorer
+    blame registry (``agentgrad.blame.methods.list_blame_methods()``; docs/blame.md)."""
+    from agentgrad.blame.methods import canonical, needs_scorer
+    from agentgrad.blame.outcome import blame_episode
 
-    fn = get_blame_method(method)
+    name = canonical(method)  # an unknown name fails here, listing the valid ones
     sc = load_scorer(scorer) if scorer is not None else None
-    if sc is None and needs_scorer(method):
+    if sc is None and needs_scorer(name):
         raise ConfigError(f"blame method {method!r} needs a white-box scorer: pass scorer=MODEL")
-    if loss.targets and loss.targets[0] not in {n.id for n in trace.nodes}:
-        raise ConfigError(f"the loss targets node {loss.targets[0]}, which the trace does not have")
-    return fn(BlameContext(trace, loss, sc, seed, judge))
+    for t in loss.targets:
+        if not 0 <= t < len(trace.nodes):
+            raise ConfigError(f"the loss targets node {t}, which the trace does not have")
+    return blame_episode(name, trace, loss, sc, seed=seed, judge=judge).ranking
 
 
 def optimize(config: str | Path, out: str | Path, resume: bool = False, models: list[str] | None = None,

@@ -2,8 +2,10 @@
 
 A :class:`VerbalLoss` is a natural-language description of what went wrong, attached to the node(s)
 that produced the wrong part of the result. :func:`backward` prunes the attribution graph to the
-top-k incoming edges of every node (by a blame method) and walks from each target back to the
-roots; every root-to-loss path is a :class:`Trajectory` naming the agents on it.
+top-k incoming edges of every node (by an edge rule) and walks from each target back to the roots
+(:mod:`agentgrad.blame.walk`); every root-to-loss path is a :class:`Trajectory` naming the agents
+on it. The optimisation loop walks a blame method instead (:func:`agentgrad.blame.outcome.blame_episode`),
+whose trajectories are the paths it walked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgrad.attribution.graph import AttributionGraph
+from agentgrad.blame.walk import kept_parents, root_paths
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import TraceError
 
@@ -31,10 +34,12 @@ class VerbalLoss:
     spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     @classmethod
-    def generic(cls, expected: str, produced: str, explanation: str, targets: list[int]) -> "VerbalLoss":
-        """The task-independent template: expected vs produced, with an explanation."""
+    def generic(cls, expected: str, produced: str, explanation: str, targets: list[int],
+                spans: dict[int, list[tuple[int, int]]] | None = None) -> "VerbalLoss":
+        """The task-independent template: expected vs produced, with an explanation (and, when the
+        wrong text's place is known, its ``spans``: per target, character ranges of its output)."""
         text = GENERIC_LOSS.format(expected=expected, produced=produced, explanation=explanation)
-        return cls(text, list(targets), "generic", {"expected": expected, "produced": produced})
+        return cls(text, list(targets), "generic", {"expected": expected, "produced": produced}, dict(spans or {}))
 
     def attach(self, trace: Trace) -> Node:
         """Record the loss as a ``loss`` node whose parents are its targets."""
@@ -77,28 +82,16 @@ def backward(
     seed: int = 0,
     max_paths: int = 64,
 ) -> list[Trajectory]:
-    """Every path from a root to one of ``loss.targets`` along the kept edges (at most ``max_paths``)."""
-    kept = graph.prune(top_k, method, seed)
-    parents: dict[int, list[int]] = {}
-    for e in kept.edges:
-        parents.setdefault(e.target, []).append(e.source)
-    paths: list[list[int]] = []
+    """Every path from a root to one of ``loss.targets`` along the kept edges (at most ``max_paths``).
 
-    def walk(node: int, suffix: list[int]) -> None:  # depth first, towards the roots
-        if len(paths) >= max_paths:
-            return
-        path = [node] + suffix
-        ups = [p for p in parents.get(node, []) if p not in path]  # a trace is acyclic; be safe anyway
-        if not ups:
-            paths.append(path)
-        for p in ups:
-            walk(p, path)
+    ``method`` is an edge rule: one of the four weights, ``random`` or ``all``."""
+    paths = root_paths(kept_parents(graph, top_k, method, seed), loss.targets, max_paths)
+    return [trajectory(graph.nodes, p, loss) for p in paths]
 
-    for target in loss.targets:
-        walk(target, [])
-    return [
-        Trajectory(p, [graph.nodes[n]["name"] for n in p if graph.nodes[n]["kind"] == "call"], loss) for p in paths
-    ]
+
+def trajectory(nodes: dict[int, dict[str, Any]], path: list[int], loss: VerbalLoss) -> Trajectory:
+    """The trajectory of ``path`` (node ids, root first), naming the agents of its calls."""
+    return Trajectory(path, [nodes[n]["name"] for n in path if nodes[n]["kind"] == "call"], loss)
 
 
 def blamed_agents(trajectories: list[Trajectory]) -> dict[str, int]:

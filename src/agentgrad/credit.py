@@ -35,6 +35,7 @@ from typing import Any, Iterator, Literal
 
 from agentgrad.attribution.graph import AttributionGraph
 from agentgrad.attribution.weights import WEIGHT_NAMES
+from agentgrad.blame.walk import kept_incoming
 from agentgrad.errors import ConfigError
 
 
@@ -83,11 +84,9 @@ def split_credit(att: dict[str, Any], total: float, *, quantity: str = "score", 
     for e in graph.edges:
         if e.structural:
             parents.setdefault(e.target, []).append(e.source)
-    pruned = graph.prune(top_k, weight, att.get("seed", 0) if seed is None else seed) if top_k is not None else graph
-    incoming: dict[int, dict[int, float]] = {}  # call -> source -> weight (weighted edges, all or the kept top-k)
-    for e in pruned.edges:
-        if not e.structural:
-            incoming.setdefault(e.target, {})[e.source] = float(e.weights.get(weight, 0.0))
+    kept = kept_incoming(graph, top_k, weight, att.get("seed", 0) if seed is None else seed)
+    incoming = {t: {e.source: float(e.weights.get(weight, 0.0)) for e in es if not e.structural}
+                for t, es in kept.items()}  # call -> source -> weight (weighted edges, all or the kept top-k)
     scored = {n["node_id"]: n for n in att.get("nodes") or [] if isinstance(n, dict) and not n.get("skipped")}
     targets = [t for t in (att.get("loss") or {}).get("targets", []) if t in graph.nodes]
     if not targets:

@@ -35,18 +35,18 @@ class ScorerWorker:
         self.scorer = Scorer(kw.pop("path"), **kw)
 
     def attribute(self, index: int, trace: dict[str, Any], trace_path: str, method: str, top_k: int,
-                  seed: int) -> tuple[int, dict[str, Any]]:
+                  seed: int, weight: str | None = None) -> tuple[int, dict[str, Any]]:
         from agentgrad.attribution.io import attribution_record
         from agentgrad.core.trace import Trace
 
         tr = Trace.from_dict(trace, trace_path)
         results, graph = self.scorer.attribute(tr)
-        return index, attribution_record(tr, results, graph, self.scorer, method, top_k, seed, trace_path)
+        return index, attribution_record(tr, results, graph, self.scorer, method, top_k, seed, trace_path, weight)
 
 
 def attribute_on_ray(files: list[Path], outs: list[Path], scorer_kwargs: dict[str, Any], method: str, top_k: int,
                      seed: int, workers: int, address: str | None = None,
-                     on_trace: Callable[[Path, dict[str, Any]], None] | None = None) -> int:
+                     on_trace: Callable[[Path, dict[str, Any]], None] | None = None, weight: str | None = None) -> int:
     """Attribute ``files`` into ``outs`` on ``workers`` Ray actors; returns how many were written.
 
     Pairs whose output exists already are skipped (resume). ``address``: a running Ray cluster
@@ -82,7 +82,8 @@ def attribute_on_ray(files: list[Path], outs: list[Path], scorer_kwargs: dict[st
 
         def submit(actor: Any, i: int) -> Any:
             f = jobs[i][0]
-            return actor.attribute.remote(i, json.loads(f.read_text(encoding="utf-8")), str(f), method, top_k, seed)
+            return actor.attribute.remote(i, json.loads(f.read_text(encoding="utf-8")), str(f), method, top_k, seed,
+                                          weight)
 
         for i, rec in pool.map_unordered(submit, range(len(jobs))):  # written as each one finishes
             f, o = jobs[i]

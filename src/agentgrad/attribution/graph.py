@@ -6,11 +6,20 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, TypeVar
 
-from agentgrad.attribution.weights import get_method
+from agentgrad.attribution.weights import check_edge_rule
 from agentgrad.core.trace import write_json_atomic
 from agentgrad.errors import TraceError
+
+T = TypeVar("T")
+
+
+def strongest(items: Iterable[T], score: Callable[[T], float], k: int, rng: random.Random) -> list[T]:
+    """The ``k`` highest-scoring items, strongest first; ties are broken by ``rng`` (one draw per
+    item, in order, so the same seed keeps the same items). The one top-k choice of the package:
+    the graph's pruning and the blame walk both choose edges with it."""
+    return sorted(items, key=lambda x: (score(x), rng.random()), reverse=True)[:k]
 
 
 @dataclass
@@ -38,26 +47,25 @@ class AttributionGraph:
     def incoming(self, target: int) -> list[Edge]:
         return [e for e in self.edges if e.target == target]
 
-    def prune(self, top_k: int = 1, method: str = "mean_l1", seed: int = 0) -> "AttributionGraph":
-        """Keep the ``top_k`` highest-scoring incoming edges of every node.
+    def prune(self, top_k: int = 1, rule: str = "mean_l1", seed: int = 0) -> "AttributionGraph":
+        """Keep the ``top_k`` highest-scoring incoming edges of every node by an edge ``rule``.
 
-        Ties (and the ``random`` method) are decided by a RNG seeded with ``seed``, so the same
-        seed keeps the same edges. Structural edges (tool results) are always kept; ``all``
-        keeps every edge.
+        ``rule`` is one of the four weights, ``random`` (a seeded random score per edge) or ``all``
+        (every edge kept). Ties (and ``random``) are decided by a RNG seeded with ``seed``, so the
+        same seed keeps the same edges. Structural edges (tool results) are always kept.
         """
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
-        blame = get_method(method)
+        check_edge_rule(rule)
         rng = random.Random(seed)
+        score = (lambda e: rng.random()) if rule == "random" else (lambda e: e.weights[rule])
         kept: list[Edge] = []
         for target in sorted({e.target for e in self.edges}):
             inc = self.incoming(target)
-            if blame.keep_all or all(e.structural for e in inc):
+            if rule == "all" or all(e.structural for e in inc):
                 kept.extend(inc)
                 continue
-            scored = [(blame.score(e.weights, rng), rng.random(), e) for e in inc]
-            scored.sort(key=lambda x: (-x[0], x[1]))  # ties broken by the seeded second key
-            kept.extend(e for _, _, e in scored[:top_k])
+            kept.extend(strongest(inc, score, top_k, rng))
         return AttributionGraph(dict(self.nodes), kept)
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,9 +35,16 @@ def attribution_record(
     top_k: int,
     seed: int,
     trace_path: str = "",
+    weight: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON document for one attributed trace."""
-    kept = graph.prune(top_k, method, seed)
+    """The JSON document for one attributed trace.
+
+    ``method`` is the blame method recorded (any name of :mod:`agentgrad.blame.methods`); the kept
+    edges are the top-k of every call by edge rule ``weight`` (default: ``method``, which must then
+    be an edge rule: one of the four weights, ``random`` or ``all``).
+    """
+    weight = weight or method
+    kept = graph.prune(top_k, weight, seed)
     nodes = []
     for res in results:
         node = trace.nodes[res.node_id]
@@ -49,6 +56,7 @@ def attribution_record(
         "trace_id": trace.id,
         "scorer": scorer.describe(),
         "method": method,
+        "weight": weight,
         "top_k": top_k,
         "seed": seed,
         "nodes": nodes,
@@ -66,10 +74,11 @@ def attribute_trace_file(
     top_k: int = 1,
     seed: int = 0,
     on_node: Callable[[NodeAttribution], None] | None = None,
+    weight: str | None = None,
 ) -> dict[str, Any]:
     trace = Trace.load(trace_path)
     results, graph = scorer.attribute(trace, on_node)
-    record = attribution_record(trace, results, graph, scorer, method, top_k, seed, str(trace_path))
+    record = attribution_record(trace, results, graph, scorer, method, top_k, seed, str(trace_path), weight)
     write_json_atomic(out, record)
     return record
 
@@ -83,13 +92,14 @@ def attribute_trace_files(
     seed: int = 0,
     on_node: Callable[[NodeAttribution], None] | None = None,
     chunk: int = 64,
+    weight: str | None = None,
 ) -> None:
     """:func:`attribute_trace_file` for each (trace, out); with the scorer's ``batch_tokens`` the
     calls of up to ``chunk`` traces at a time are scored in padded batches across traces (same results)."""
     batch_tokens = scorer.batch_tokens
     if batch_tokens <= 0:
         for f, o in zip(files, outs):
-            attribute_trace_file(scorer, f, o, method, top_k, seed, on_node)
+            attribute_trace_file(scorer, f, o, method, top_k, seed, on_node, weight)
         return
     from agentgrad.attribution.scorer import build_graph
 
@@ -104,7 +114,8 @@ def attribute_trace_files(
             for res in mine:
                 if on_node:
                     on_node(res)
-            write_json_atomic(o, attribution_record(tr, mine, build_graph(tr, mine), scorer, method, top_k, seed, str(f)))
+            write_json_atomic(o, attribution_record(tr, mine, build_graph(tr, mine), scorer, method, top_k, seed, str(f),
+                                                       weight))
 
 
 def trace_files(target: Path) -> list[Path]:

@@ -1,20 +1,25 @@
-"""Connection weights (the four GBC formulas) and the blame methods that rank edges.
+"""Connection weights: the four GBC formulas, and the rules that rank a call's incoming edges.
 
 For a source S of call v with per-token gradients g_t = d/de_t sum_i log p(y_i) and input
 embeddings e_t (n_S the tokens of S; several spans of one source are one set of tokens):
 
     mean_l1  = (1/n_S) sum_{t in S} ||g_t||_1        max_l1  = max_{t in S} ||g_t||_1
     mean_gxi = (1/n_S) sum_{t in S} g_t . e_t        max_gxi = max_{t in S} g_t . e_t
+
+An edge rule ranks the incoming edges of a call when a graph is pruned to its top-k edges: one of
+the four weights, ``random`` (a seeded random score per edge) or ``all`` (every edge kept). Blame
+methods (which agent is to blame for a loss) are :mod:`agentgrad.blame.methods`; each names the
+edge rule it walks by.
 """
 
 from __future__ import annotations
 
-import random
-from typing import Any, Protocol, Sequence
+from typing import Sequence
 
 from agentgrad.errors import RegistryError
 
 WEIGHT_NAMES = ("mean_l1", "max_l1", "mean_gxi", "max_gxi")
+EDGE_RULES = WEIGHT_NAMES + ("random", "all")
 
 
 def connection_weights(l1: Sequence[float], gxi: Sequence[float]) -> dict[str, float]:
@@ -30,62 +35,9 @@ def connection_weights(l1: Sequence[float], gxi: Sequence[float]) -> dict[str, f
     }
 
 
-class BlameMethod(Protocol):
-    """Scores an incoming edge; the top-k scores of each call are kept."""
-
-    name: str
-    keep_all: bool
-
-    def score(self, weights: dict[str, float], rng: random.Random) -> float: ...
-
-
-class WeightBlame:
-    keep_all = False
-
-    def __init__(self, key: str):
-        self.name = key
-
-    def score(self, weights: dict[str, float], rng: random.Random) -> float:
-        return weights[self.name]
-
-
-class RandomBlame:
-    """A seeded random weight per edge: isolates attribution from the optimizer in ablations."""
-
-    name, keep_all = "random", False
-
-    def score(self, weights: dict[str, float], rng: random.Random) -> float:
-        return rng.random()
-
-
-class AllBlame:
-    """Every predecessor has weight 1 and is kept: the textual-gradient style of blame."""
-
-    name, keep_all = "all", True
-
-    def score(self, weights: dict[str, float], rng: random.Random) -> float:
-        return 1.0
-
-
-_METHODS: dict[str, BlameMethod] = {k: WeightBlame(k) for k in WEIGHT_NAMES}
-_METHODS["random"] = RandomBlame()
-_METHODS["all"] = AllBlame()
-
-
-def register_method(method: BlameMethod) -> None:
-    _METHODS[method.name] = method
-
-
-def list_methods() -> list[str]:
-    return list(_METHODS)
-
-
-def get_method(name: str) -> BlameMethod:
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise RegistryError(f"unknown blame method {name!r}; valid: {', '.join(_METHODS)}") from None
-
-
-def describe(method: BlameMethod) -> dict[str, Any]:
-    return {"name": method.name, "keep_all": method.keep_all}
+def check_edge_rule(rule: str) -> str:
+    """``rule`` when it is an edge rule, else a :class:`RegistryError` listing them."""
+    if rule not in EDGE_RULES:
+        raise RegistryError(f"unknown edge rule {rule!r}; valid: {', '.join(EDGE_RULES)} "
+                            f"(blame methods: agentgrad.blame.methods)")
+    return rule

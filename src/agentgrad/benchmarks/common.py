@@ -148,12 +148,14 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     ``evaluate(run_dir, prompts)`` runs the benchmark's evaluation with those prompts. Both stages
     resume (``resume=True``); ``out/result.json`` holds the training summary and the metrics.
     """
-    from agentgrad.attribution.weights import get_method
+    from agentgrad.blame.methods import canonical
     from agentgrad.files import RunFiles
     from agentgrad.optim.trainer import Trainer
     from agentgrad.runs.rundir import RunDir
 
-    get_method(method)
+    if canonical(method).startswith("judge:"):  # an unknown blame method fails here too, before anything is written
+        raise ConfigError(f"{method} needs a judge model; the benchmarks' optimize commands take none (use "
+                          f"agentgrad optimize with scorer.judge)")
     optim = make_optimizer(optimizer, optimizer_kind)  # an unknown kind fails before anything is written
     train_dir = RunDir(out / "train", resume=resume and (out / "train" / "events.jsonl").exists())
     train_dir.started(digest)

@@ -1,1 +1,15 @@
-"""Blame quality: planted-fault episodes, a trained scorer, blame methods and their measurement."""
+"""Blame: which agent of a failed episode is at fault, by one registry of methods and one walk.
+
+- :mod:`agentgrad.blame.context`: :class:`Blame` (agent, node, score) and :class:`BlameContext` (one
+  episode as a method sees it, its gradients cached);
+- :mod:`agentgrad.blame.walk`: the backward walk over attribution (kept edges, paths, rules);
+- :mod:`agentgrad.blame.methods`: the registry (``gbc:W:OBJ:RULE``, occlusion, temporal, judges,
+  controls; aliases; the loop's default);
+- :mod:`agentgrad.blame.outcome`: one episode blamed for the optimisation loop (blamed agents,
+  trajectories);
+- :mod:`agentgrad.blame.judge`: the LLM-judge protocols.
+
+The benchmarks that measure these methods are :mod:`agentgrad.benchmarks.planted` and
+:mod:`agentgrad.benchmarks.whowhen`. Nothing is imported here: :mod:`agentgrad.backward` imports the
+walk, which this package's modules build on.
+"""

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.errors import ConfigError
 
 console = Console()
@@ -114,7 +115,8 @@ _TAU_MAX_STEPS = typer.Option(30, "--max-steps", min=1, help="tau-bench's limit 
 _TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
 _DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
 _CONCURRENCY = typer.Option(1, "--concurrency", min=1, help="Episodes evaluated at once (for servers).")
-_METHOD = typer.Option("mean_l1", "--method", help="Blame: mean_l1, max_l1, mean_gxi, max_gxi, random, all.")
+_METHOD = typer.Option(DEFAULT_METHOD, "--method", help="Blame method: any name of bench blame --methods, or an "
+                                                        "alias (mean_l1, ...; docs/blame.md).")
 _SCORER = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: the agents' own model, "
                                               "when local).")
 _OPTIMIZER = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same forms as --model; "

@@ -8,8 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from agentgrad.blame.model import BlameModelConfig
-from agentgrad.blame.model import resolve_scorer
+from agentgrad.benchmarks.planted.model import BlameModelConfig
+from agentgrad.benchmarks.planted.model import resolve_scorer
 from agentgrad.cli._common import _progress, bench_app, console, err_console
 
 
@@ -33,8 +33,8 @@ def bench_blame(
 ) -> None:
     """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.blame import episodes as E
-    from agentgrad.blame.bench import run_benchmark
+    from agentgrad.benchmarks.planted import episodes as E
+    from agentgrad.benchmarks.planted.bench import run_benchmark
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import select_methods
     from agentgrad.errors import ConfigError
@@ -111,7 +111,7 @@ def blame_model_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
-    from agentgrad.blame.model import train_blame_model
+    from agentgrad.benchmarks.planted.model import train_blame_model
     from agentgrad.files import check_new_output
 
     check_new_output(out_dir, overwrite, "dir")
@@ -144,7 +144,7 @@ def bench_whowhen(
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import needs_scorer, select_methods
-    from agentgrad.blame.whowhen import DEFAULT_METHODS, run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.files import check_new_output
     from agentgrad.importers import import_whowhen

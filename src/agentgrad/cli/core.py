@@ -11,6 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.cli._common import _progress, app, console, err_console, trace_app
 from agentgrad.errors import ConfigError
 
@@ -70,7 +71,9 @@ def run(
 def attribute(
     target: Path = typer.Argument(..., help="A trace JSON file, or a run directory (all of traces/)."),
     scorer: str = typer.Option(..., "--scorer", help="White-box scorer: Hugging Face folder or hub id."),
-    method: str = typer.Option("mean_l1", "--method", help="Blame method: mean_l1, max_l1, mean_gxi, max_gxi, random, all."),
+    method: str = typer.Option(DEFAULT_METHOD, "--method", help="Blame method: any name of bench blame --methods "
+                               "(gbc:W:OBJ:RULE, occlusion:..., temporal, random, all, last) or an alias (mean_l1, ...); "
+                               "the kept edges are the top-k by its weight (docs/blame.md)."),
     out: Path = typer.Option(..., "--out", help="Output JSON (a trace) or directory (a run directory)."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
@@ -90,7 +93,7 @@ def attribute(
     """Connection weights of every call in a trace (GBC), and the kept edges."""
     from agentgrad.attribution.io import attribute_trace_files, trace_files
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.attribution.weights import get_method
+    from agentgrad.blame.methods import edge_rule
     from agentgrad.core.trace import Trace
 
     from agentgrad.files import check_new_output
@@ -102,7 +105,7 @@ def attribute(
         require_ray()  # a missing extra fails first, naming the install
         if ray_address:
             check_reachable(ray_address)
-    get_method(method)  # an unknown name fails before the model loads
+    weight = edge_rule(method)  # an unknown name fails before the model loads
     if on_too_long not in ("error", "skip"):
         raise ConfigError(f"--on-too-long takes error or skip, got {on_too_long!r}")
     files = trace_files(target)
@@ -121,14 +124,15 @@ def attribute(
         with _progress() as progress:
             task = progress.add_task(f"traces on {workers} scorer(s)", total=len(files))
             done = attribute_on_ray(files, outs, dict(kwargs, path=scorer), method, top_k, seed, workers, ray_address,
-                                    on_trace=lambda f, rec: progress.advance(task))
+                                    on_trace=lambda f, rec: progress.advance(task), weight=weight)
         console.print(f"attributed {n_calls} call nodes in {done} trace(s) on {workers} Ray worker(s) -> {out}")
         return
     with console.status(f"loading scorer {scorer}"):
         sc = Scorer(scorer, **kwargs)
     with _progress() as progress:
         task = progress.add_task("call nodes", total=n_calls)
-        attribute_trace_files(sc, files, outs, method, top_k, seed, on_node=lambda r: progress.advance(task))
+        attribute_trace_files(sc, files, outs, method, top_k, seed, on_node=lambda r: progress.advance(task),
+                              weight=weight)
     console.print(
         f"attributed {n_calls} call nodes in {len(files)} trace(s) -> {out}  "
         f"(prefix cache: {sc.cache_stats['hits']} hits, {sc.cache_stats['misses']} misses)"
@@ -166,7 +170,8 @@ def optimize(
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its checkpoint."),
     model: list[str] = typer.Option([], "--model", help="Override a model: NAME=PATH_OR_ID (repeatable)."),
-    method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (e.g. random, all)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Override the blame method (scorer.method: any name "
+                                                                "of bench blame --methods, e.g. random, all)."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Override the optimizer: verbal or target."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
                                               help="Episodes of a step run at once (trainer.concurrency)."),

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
+from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.core.trace import Node, Span, Trace
 from agentgrad.errors import ConfigError, ModelError, TraceError
 from agentgrad.extras import require
@@ -233,21 +234,22 @@ class DSPyGBCSelector(GBCComponentSelector):
     in ``skipped`` with the reason; the optimisation goes on.
     """
 
-    def __init__(self, program: Any, scorer: Any, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
+    def __init__(self, program: Any, scorer: Any, method: str = DEFAULT_METHOD, top_k: int = 1,
                  fallback: str = "round_robin", threshold: float = 1.0, adapter: Any = None):
-        from agentgrad.blame.methods import get_blame_method, needs_scorer
+        from agentgrad.blame.methods import canonical, get_blame_method, needs_scorer
 
         require_dspy()
         super().__init__(top_k, fallback)
         self.program, self.scorer, self.threshold, self.adapter = program, scorer, threshold, adapter
-        self.method, self.blame = method, get_blame_method(method)  # an unknown method fails here
+        self.method = canonical(method)  # an unknown method fails here
+        self.blame = get_blame_method(self.method)
         if scorer is None and needs_scorer(method):
             raise ConfigError(f"blame method {method} needs a white-box scorer (agentgrad.attribution.Scorer)")
         self.rankings: list[list[Any]] = []  # per failed trajectory seen, its ranking (for inspection)
         self.skipped: list[tuple[int, str]] = []  # (trajectory index, why) of trajectories that could not be blamed
 
     def top_agents(self, trajectories: list[Any], candidate: dict[str, str]) -> list[str]:
-        from agentgrad.blame.methods import BlameContext
+        from agentgrad.blame.context import BlameContext
 
         out = []
         for i, t in enumerate(trajectories or []):

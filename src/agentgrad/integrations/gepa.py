@@ -2,10 +2,10 @@
 
 - :class:`GEPAAdapter` lets ``gepa.optimize`` optimise an agentgrad system: a candidate is the map
   agent -> prompt; ``evaluate`` runs the task's episodes with those prompts and records their traces;
-  with ``capture_traces`` every failed episode is attributed (GBC) and its verbal loss walked back,
-  so that ``make_reflective_dataset`` gives each component, per failed episode, that agent's calls
-  on the GBC trajectories with the rendered verbal loss (GEPA's ``Inputs`` / ``Generated Outputs`` /
-  ``Feedback`` records).
+  with ``capture_traces`` every failed episode is blamed by the adapter's blame method (any name of
+  :mod:`agentgrad.blame.methods`), so that ``make_reflective_dataset`` gives each component, per
+  failed episode, that agent's calls on the method's trajectories with the rendered verbal loss
+  (GEPA's ``Inputs`` / ``Generated Outputs`` / ``Feedback`` records).
 - :class:`GBCComponentSelector` implements GEPA's ``ReflectionComponentSelector``: it returns the
   agents that a blame method (any of :mod:`agentgrad.blame.methods`) names for the failed episodes
   of the minibatch, the ``top_k`` most blamed, and a fallback (GEPA's round robin, all components,
@@ -22,6 +22,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.errors import AgentgradError, ConfigError, ModelError, TraceError
 from agentgrad.extras import require
 
@@ -41,7 +42,7 @@ class Rollout:
     loss: Any = None
     error: str | None = None
     ranking: list[Any] = field(default_factory=list)  # the blame method's (agent, node, score), best first
-    trajectories: list[Any] = field(default_factory=list)  # GBC backward paths from the loss
+    trajectories: list[Any] = field(default_factory=list)  # the paths the blame method walked from the loss
 
 
 class GEPAAdapter:
@@ -50,26 +51,24 @@ class GEPAAdapter:
     Args:
         task: what the trainer takes (:class:`agentgrad.optim.tasks.Task`).
         scorer: the white-box scorer that attributes failed episodes (None: no blame, empty datasets).
-        method: the blame method of the selector (``gbc:W:OBJ:RULE``, ``occlusion:...``, ``last``, ...).
-        top_k, attribution_method: the backward walk for the reflective dataset (kept top-k edges of
-            the ``attribution_method`` weight).
+        method: the blame method (``gbc:W:OBJ:RULE``, ``occlusion:...``, ``last``, an alias, ...): its
+            ranking is the selector's vote, its trajectories the reflective dataset.
+        top_k: incoming edges a ``path`` walk keeps per call.
     """
 
     propose_new_texts = None  # GEPA's own reflective proposal writes the new prompts
 
-    def __init__(self, task: Any, scorer: Any = None, method: str = "gbc:mean_l1:whole:path", top_k: int = 1,
-                 attribution_method: str = "mean_l1", max_chars: int = 2000):
-        from agentgrad.blame.methods import get_blame_method
+    def __init__(self, task: Any, scorer: Any = None, method: str = DEFAULT_METHOD, top_k: int = 1,
+                 max_chars: int = 2000):
+        from agentgrad.blame.methods import canonical
 
         require_gepa()
-        self.task, self.scorer, self.method, self.top_k = task, scorer, method, top_k
-        self.attribution_method, self.max_chars = attribution_method, max_chars
-        self.blame = get_blame_method(method)  # an unknown method fails here, not mid-optimisation
+        self.task, self.scorer, self.top_k, self.max_chars = task, scorer, top_k, max_chars
+        self.method = canonical(method)  # an unknown method fails here, not mid-optimisation
         self.system = task.build_system()
 
     def _rollout(self, example: dict[str, Any], capture: bool) -> Rollout:
-        from agentgrad.backward import backward
-        from agentgrad.blame.methods import BlameContext
+        from agentgrad.blame.outcome import blame_episode
 
         try:
             ep = self.system.run(example, id=str(example.get("id", "")))
@@ -81,9 +80,8 @@ class GEPAAdapter:
             r.loss = self.task.loss(example, ep.output, ep.trace, score)
             if r.loss is not None and self.scorer is not None:
                 try:
-                    r.ranking = self.blame(BlameContext(ep.trace, r.loss, self.scorer))
-                    _, graph = self.scorer.attribute(ep.trace)
-                    r.trajectories = backward(graph, r.loss, self.top_k, self.attribution_method)
+                    outcome = blame_episode(self.method, ep.trace, r.loss, self.scorer, top_k=self.top_k)
+                    r.ranking, r.trajectories = outcome.ranking, outcome.trajectories
                 except (ModelError, TraceError) as e:  # an episode that cannot be blamed (longer than the
                     # scorer's context, ...) keeps its score, gets no vote and no reflective record
                     r.ranking, r.trajectories, r.error = [], [], f"not blamed: {e}"
@@ -97,8 +95,13 @@ class GEPAAdapter:
         unknown = sorted(set(candidate) - set(self.system.agents()))
         if unknown:
             raise ConfigError(f"the candidate names unknown agent(s) {unknown}; agents: {', '.join(self.system.agents())}")
-        set_prompts(self.system, dict(candidate))
-        rollouts = [self._rollout(ex, capture_traces) for ex in batch]
+        try:
+            set_prompts(self.system, dict(candidate))
+        except ConfigError as e:  # a proposal that drops a protected text cannot run: it scores 0 and
+            # GEPA discards it (a reflection model knows nothing of protected spans)
+            rollouts = [Rollout(ex, 0.0, error=f"candidate refused: {e}") for ex in batch]
+        else:
+            rollouts = [self._rollout(ex, capture_traces) for ex in batch]
         return EvaluationBatch(outputs=[r.output for r in rollouts], scores=[r.score for r in rollouts],
                                trajectories=rollouts if capture_traces else None)
 
@@ -121,7 +124,7 @@ class GEPAAdapter:
                     out[comp].append({
                         "Inputs": cut(inputs, self.max_chars),
                         "Generated Outputs": cut(node.text, self.max_chars),
-                        "Feedback": cut(f"{r.loss.text}\nThe failure was traced back (gradient-based blame) along: "
+                        "Feedback": cut(f"{r.loss.text}\nThe failure was traced back ({self.method}) along: "
                                         f"{path_text}; this output of {comp} is on that path.", self.max_chars),
                     })
         return out

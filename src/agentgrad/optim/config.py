@@ -7,8 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from agentgrad.blame.methods import DEFAULT_METHOD, canonical
 from agentgrad.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
 from agentgrad.errors import ConfigError
 from agentgrad.redact import REDACTED
@@ -19,7 +20,9 @@ class ScorerConfig(BaseModel):
 
     model: str | None = Field("default", description="a model of the system (hf or tiny backend)")
     path: str | None = Field(None, description="or a separate scorer (surrogate): folder or hub id")
-    method: str = "mean_l1"
+    method: str = Field(DEFAULT_METHOD, description="any blame method of agentgrad.blame.methods, or an alias "
+                                                    "(docs/blame.md)")
+    judge: str | None = Field(None, description="a model under models: that judges (the judge:* methods)")
     top_k: int = Field(1, ge=1)
     max_paths: int = Field(16, ge=1)
     dtype: str = "float32"
@@ -27,6 +30,12 @@ class ScorerConfig(BaseModel):
     on_too_long: Literal["error", "skip"] = "skip"
     prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.credit)")
     batch_tokens: int = Field(0, ge=0, description="score calls that share a prefix in padded batches (0: one by one)")
+
+    @field_validator("method")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        canonical(v)  # an unknown name is a RegistryError listing the valid ones
+        return v
 
 
 class OptimizerConfig(BaseModel):

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.attribution.weights import get_method
+from agentgrad.blame.methods import canonical
 from agentgrad.config import apply_model_override
 from agentgrad.core.graph_system import topological_levels
 from agentgrad.errors import ConfigError
@@ -62,12 +62,15 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
             else cfg.optimizer.kind
     elif optimizer_kind is not None:
         raise ConfigError(f"--optimizer takes verbal or target, got {optimizer_kind!r}")
-    get_method(cfg.scorer.method)
+    if canonical(cfg.scorer.method).startswith("judge:") and not cfg.scorer.judge:
+        raise ConfigError(f"{cfg.scorer.method} needs a judge model: set scorer.judge to a model under models:")
     sys_cfg = resolve_system(cfg, base)
     for o in overrides:
         apply_model_override(sys_cfg, o)
         cfg.models[o.partition("=")[0]] = sys_cfg.models[o.partition("=")[0]]
     topological_levels(sys_cfg)
+    if cfg.scorer.judge and cfg.scorer.judge not in sys_cfg.models:
+        raise ConfigError(f"scorer.judge {cfg.scorer.judge!r} is not a model under models: ({', '.join(sys_cfg.models)})")
     check_run_dir(out, resume)  # before models load; a start that fails leaves nothing that blocks a retry
     with console.status("loading models"):
         models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in sys_cfg.models.items()}
@@ -104,8 +107,13 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
         progress.update(bar, description=f"step {state['step']} | score {score} | "
                                          f"accepted {state['accepted']} rejected {state['rejected']}")
 
+    judge = None
+    if cfg.scorer.judge:
+        from agentgrad.blame.judge import Judge
+
+        judge = Judge(models[cfg.scorer.judge])
     trainer = Trainer(task, scorer, optimizer, cfg.trainer, run_dir, cfg.scorer.method, cfg.scorer.top_k,
-                      cfg.scorer.max_paths, cfg.digest(), on_event)
+                      cfg.scorer.max_paths, cfg.digest(), on_event, judge=judge)
     with progress:
         bar = progress.add_task("samples", total=len(trainer.train))
         final = trainer.fit()

@@ -5,9 +5,12 @@ local target (after GTBP, Zhu, Yao and Kuwaranancharoen). A target writer (an LL
 the scripted one) first writes the target of the call the loss attaches to, from its output and the
 loss; then, walking the kept edges of the attribution graph backward (only the sources the GBC
 weights say mattered, top-k), writes for each source call the output it should have produced so
-that its reader reaches its own target. A tool result between two calls is passed through: the call
-that asked for the tool gets a target written from the tool's result. Inputs get none. A call read
-by several calls takes the target written for the reader nearest the loss (the first one reached).
+that its reader reaches its own target. The edges walked are a parents map: in the optimisation
+loop, the edges the blame method walked (:class:`agentgrad.blame.outcome.BlameOutcome`); from a
+graph, its kept top-k edges (:func:`agentgrad.blame.walk.kept_parents`). A tool result between two
+calls is passed through: the call that asked for the tool gets a target written from the tool's
+result. Inputs get none. A call read by several calls takes the target written for the reader
+nearest the loss (the first one reached).
 
 The optimizer then updates each agent's prompt from its (output, target) pairs across the step's
 episodes: an LLM rewrites the prompts (the reply validated exactly as the verbal optimizer's: JSON,
@@ -20,7 +23,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from agentgrad.attribution.graph import AttributionGraph
 from agentgrad.backward import VerbalLoss, cut
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ModelError
@@ -91,14 +93,10 @@ class LLMTargetWriter:
             source_output=cut(source.text, self.max_chars)))
 
 
-def propagate_targets(trace: Trace, graph: AttributionGraph, loss: VerbalLoss, writer: TargetWriter,
-                      top_k: int = 1, method: str = "mean_l1", seed: int = 0, max_calls: int = 64) -> dict[int, str]:
+def propagate_targets(trace: Trace, parents: dict[int, list[int]], loss: VerbalLoss, writer: TargetWriter,
+                      max_calls: int = 64) -> dict[int, str]:
     """node id -> target output, for the calls the loss attaches to and the calls upstream of them
-    along the kept edges (breadth first from the loss; at most ``max_calls`` targets)."""
-    kept = graph.prune(top_k, method, seed)
-    parents: dict[int, list[int]] = {}
-    for e in kept.edges:
-        parents.setdefault(e.target, []).append(e.source)
+    along ``parents`` (node -> the sources walked; breadth first from the loss; at most ``max_calls``)."""
     targets: dict[int, str] = {}
     queue: deque[int] = deque()
     for t in loss.targets:
@@ -139,9 +137,8 @@ class TargetOptimizer:
         self.max_attempts, self.max_chars, self.pair_chars = max_attempts, max_chars, pair_chars
         self.settings = settings or GenerationSettings(max_new_tokens=4096)
 
-    def targets(self, trace: Trace, graph: AttributionGraph, loss: VerbalLoss, top_k: int, method: str,
-                seed: int) -> dict[int, str]:
-        return propagate_targets(trace, graph, loss, self.writer, top_k, method, seed)
+    def targets(self, trace: Trace, parents: dict[int, list[int]], loss: VerbalLoss) -> dict[int, str]:
+        return propagate_targets(trace, parents, loss, self.writer)
 
     def messages(self, inp: StepInput) -> list[dict[str, Any]]:
         agents = "\n\n".join(T.AGENT_BLOCK.format(name=n, tools=", ".join(inp.tools.get(n, [])) or "none", prompt=p.text)

@@ -81,7 +81,16 @@ class PipelineTask:
             produced=str(output),
             explanation="the final answer must match the expected answer exactly (case and punctuation aside)",
             targets=[output.node],
+            spans=answer_spans(trace, output.node, str(output)),
         )
+
+
+def answer_spans(trace: Trace, node: int, produced: str) -> dict[int, list[tuple[int, int]]]:
+    """Where the produced (wrong) answer stands in ``node``'s output: the loss span the targeted
+    objective and the ``carry`` and ``stop`` rules read (none for an empty answer or one not found)."""
+    produced = produced.strip()
+    at = trace.nodes[node].text.find(produced) if produced else -1
+    return {node: [(at, at + len(produced))]} if at >= 0 else {}
 
 
 def _words(text: str) -> list[str]:

@@ -1,7 +1,9 @@
 """The optimisation loop: run, score, attribute failures, backward, step, gate, checkpoint.
 
 Per sample: run the system, score it with the task's metric, build the loss; for a failure,
-attribute the trace (GBC) and walk the loss backward to trajectories. Every ``step_every``
+attribute the trace (GBC) and blame it with a registry method (:mod:`agentgrad.blame.methods`;
+default ``gbc:max_l1:targeted:carry``): the agents tied at the top of its ranking are blamed, and
+the paths it walked are the trajectories the optimizer reads. Every ``step_every``
 samples: the optimizer rewrites the blamed agents' prompts; an optional validation gate keeps
 them only if the validation score does not drop by more than a tolerance; then a checkpoint is
 written atomically. A run killed at any point resumes from its last checkpoint and, with
@@ -19,11 +21,13 @@ from typing import Any, Callable
 
 from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.backward import Trajectory, VerbalLoss, backward, blamed_agents, render_trajectories
+from agentgrad.backward import Trajectory, VerbalLoss, render_trajectories
+from agentgrad.blame.methods import DEFAULT_METHOD, edge_rule
+from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
 from agentgrad.core.trace import write_json_atomic
-from agentgrad.errors import AgentgradError, ConfigError, RunError
+from agentgrad.errors import AgentgradError, ConfigError, ModelError, RunError, TraceError
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, render_feedback
 from agentgrad.optim.tasks import Task
@@ -53,6 +57,7 @@ class Collected:
     rendered: dict[str, str]  # agent -> this sample's trajectories through it, rendered
     excerpts: dict[str, list[str]]  # agent -> its outputs on this sample's trajectories
     agents: list[str]  # every agent that made a call in the failed episode
+    blamed: list[str] = field(default_factory=list)  # the agents the blame method puts at the top
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
     # agent -> per call on the failure paths, (start, end, L1) of its prompt's tokens (prompt_weights)
     prompt_scores: dict[str, list[list[tuple[int, int, float]]]] = field(default_factory=dict)
@@ -79,18 +84,22 @@ class Trainer:
         optimizer: rewrites prompts (LLM or deterministic).
         cfg: samples, step size, seed, validation gate, rendering limits.
         run_dir: where everything is written; ``RunDir(resume=True)`` to continue a run.
-        method, top_k, max_paths: the blame method and backward's settings.
+        method, top_k, max_paths: the blame method (any name of :mod:`agentgrad.blame.methods`), the
+            edges its path walks keep per call, and the most trajectories per sample.
+        judge: the :class:`~agentgrad.blame.judge.Judge` of the ``judge:*`` methods.
         config_digest: identifies the configuration; a resumed run must have the same.
         on_event: called with every logged event (for progress displays).
     """
 
     def __init__(self, task: Task, scorer: Scorer, optimizer: Optimizer, cfg: TrainerConfig, run_dir: RunDir,
-                 method: str = "mean_l1", top_k: int = 1, max_paths: int = 16, config_digest: str = "",
-                 on_event: Callable[[dict[str, Any]], None] | None = None, concurrency: int | None = None):
+                 method: str = DEFAULT_METHOD, top_k: int = 1, max_paths: int = 16, config_digest: str = "",
+                 on_event: Callable[[dict[str, Any]], None] | None = None, concurrency: int | None = None,
+                 judge: Any = None):
         self.task, self.scorer, self.optimizer, self.cfg, self.run_dir = task, scorer, optimizer, cfg, run_dir
         self.concurrency = max(1, concurrency if concurrency is not None else cfg.concurrency)
         self._scorer_lock = threading.Lock()  # one attribution at a time: the scorer's prefix cache is shared
-        self.method, self.top_k, self.max_paths = method, top_k, max_paths
+        self.method, self.top_k, self.max_paths, self.judge = method, top_k, max_paths, judge
+        self.weight = edge_rule(method)  # an unknown method fails here, before any episode runs
         self.digest = config_digest
         self.on_event = on_event
         self.system = task.build_system()
@@ -162,19 +171,26 @@ class Trainer:
         collected = None
         if loss is not None:
             loss.attach(ep.trace)
-            with self._scorer_lock:
+            with self._scorer_lock:  # the scorer's prefix cache (and a judge's state) is shared
                 results, graph = self.scorer.attribute(ep.trace)
-            trajs = backward(graph, loss, self.top_k, self.method, seed, self.max_paths)
+                try:
+                    outcome = blame_episode(self.method, ep.trace, loss, self.scorer, results=results, seed=seed,
+                                            top_k=self.top_k, max_paths=self.max_paths, judge=self.judge)
+                    blame_error = None
+                except (ModelError, TraceError) as e:  # an episode that cannot be blamed teaches nothing
+                    outcome, blame_error = None, str(e)
+            trajs = outcome.trajectories if outcome else []
             trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
-                                        trace_rel)
+                                        trace_rel, self.weight)
             record["loss"] = loss.to_dict()
             record["score"] = score.value  # what agentgrad.credit splits
             record["trajectories"] = [t.to_dict() for t in trajs]
+            record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
             pairs: dict[str, list[tuple[str, str]]] = {}
-            if hasattr(self.optimizer, "targets"):  # target back-propagation: a target per call upstream
+            if hasattr(self.optimizer, "targets") and outcome:  # target back-propagation along the walked edges
                 try:
-                    targets = self.optimizer.targets(ep.trace, graph, loss, self.top_k, self.method, seed)
+                    targets = self.optimizer.targets(ep.trace, outcome.parents, loss)
                 except AgentgradError as e:  # a target writer that failed: this sample gives no pairs
                     targets = {}
                     record["targets_error"] = str(e)
@@ -191,12 +207,12 @@ class Trainer:
             rendered = {a: render_trajectories(ep.trace, [t for t in trajs if a in t.agents],
                                                self.cfg.render.max_node_chars, self.cfg.render.max_chars)
                         for a in excerpts}
-            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}), pairs,
-                                  prompt_scores(results, trajs))
+            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}),
+                                  outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
         ep.trace.save(self.run_dir.sample_path("traces", sid))
         return score.value, collected, ("sample", {
             "sample": sid, "score": score.value, "passed": score.passed,
-            "blamed": sorted({a for t in (collected.trajectories if collected else []) for a in t.agents})})
+            "blamed": sorted(collected.blamed) if collected else []})
 
     def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order."""
@@ -231,8 +247,10 @@ class Trainer:
     # --- one step -------------------------------------------------------------------------------
     def step(self, step: int, batch: list[Collected], scores: list[float], val_score: float | None,
              history: list[dict[str, Any]]) -> tuple[bool | None, float | None]:
-        trajs = [t for c in batch for t in c.trajectories]
-        counts = blamed_agents(trajs)
+        counts: dict[str, int] = {}  # agent -> the failed samples that blame it
+        for c in batch:
+            for a in c.blamed:
+                counts[a] = counts.get(a, 0) + 1
         relevant = sorted({a for c in batch for a in c.agents})  # the paper: updated / relevant agents
         summary: dict[str, Any] = {"step": step, "train_score": sum(scores) / max(len(scores), 1),
                                    "failures": len(batch), "blamed": counts}

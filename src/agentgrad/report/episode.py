@@ -128,7 +128,8 @@ def episode_view(trace: Trace, attribution: dict[str, Any] | None, loss: dict[st
         "width": width, "height": height, "node_w": NODE_W, "node_h": NODE_H, "max_weight": widths,
         "trajectories": [{"nodes": t.get("nodes", []), "agents": t.get("agents", [])}
                          for t in att.get("trajectories") or []],
-        "method": att.get("method"), "top_k": att.get("top_k"), "scorer": att.get("scorer"),
+        "method": att.get("method"), "weight": att.get("weight") or att.get("method"), "top_k": att.get("top_k"),
+        "scorer": att.get("scorer"),
         "targets": att.get("targets"), "meta": trace.meta,
         "data": _node_data(trace, att, max_chars),  # (per-node data, string table)
     }

@@ -294,7 +294,7 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
         generated=time.strftime("%Y-%m-%d %H:%M"), version=__version__, n_episodes=n_episodes, shown=shown,
         has_parts=any(e["part"] for e in shown), parts=parts, result=data["result"], warnings=warnings,
         prompt_history=history, verdicts=_verdict_tables(data, links), weights=WEIGHT_NAMES,
-        default_weight=next((e["view"]["method"] for e in shown if e["view"].get("method") in WEIGHT_NAMES), "mean_l1"),
+        default_weight=next((e["view"]["weight"] for e in shown if e["view"].get("weight") in WEIGHT_NAMES), "mean_l1"),
         css=Markup(_static("static/report.css")), script=Markup(script),
         script_hash="sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode())
     return html, {"episodes": n_episodes, "shown": len(shown), "warnings": warnings}

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.backward import VerbalLoss
-from agentgrad.blame.bench import top1_credit, top_tied, wilson
-from agentgrad.blame.methods import Blame, BlameContext, get_blame_method
+from agentgrad.benchmarks.planted.bench import top1_credit, wilson
+from agentgrad.blame.context import Blame, BlameContext, top_tied
+from agentgrad.blame.methods import get_blame_method
 from agentgrad.core.trace import Trace
 from agentgrad.files import RunFiles
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.blame import episodes as E
+from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.errors import ConfigError
 
 SPECIALS = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.blame import episodes as E
-from agentgrad.blame.methods import BlameContext, Blame, get_blame_method
+from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.blame.context import Blame, BlameContext, top_tied
+from agentgrad.blame.methods import get_blame_method
 from agentgrad.errors import ConfigError
 from agentgrad.files import RunFiles
 
@@ -34,12 +35,6 @@ def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return (max(0.0, c - h), min(1.0, c + h))
-
-
-def top_tied(ranking: list[Blame], key: Callable[[Blame], Any]) -> list[Any]:
-    """The distinct ``key`` values of the blames tied at the top score (none for an empty ranking)."""
-    best = max((b.score for b in ranking), default=None)
-    return list(dict.fromkeys(key(b) for b in ranking if b.score == best))
 
 
 def top1_credit(ranking: list[Blame], truth: Any, key: Callable[[Blame], Any]) -> float:

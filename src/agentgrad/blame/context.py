@@ -1,0 +1,150 @@
+"""What a blame method sees of one episode (:class:`BlameContext`) and what it returns (:class:`Blame`).
+
+A method sees only what a real run has: the trace (without any generator's truth), the verbal loss
+(its text, targets, ``details`` and the ``spans`` of the output it names as wrong) and a scorer. The
+context computes the scorer's gradients, occlusions and log-probabilities on demand and caches them,
+so that every method run on one episode shares them: one episode's gradients are computed once,
+whatever the methods.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agentgrad.backward import VerbalLoss
+from agentgrad.blame.judge import steps_of
+from agentgrad.core.trace import Trace
+from agentgrad.errors import ConfigError
+
+
+@dataclass
+class Blame:
+    """One entry of a ranking: the node blamed, its agent (a tool's or input's name for those), a score."""
+
+    agent: str
+    node: int
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent": self.agent, "node": self.node, "score": self.score}
+
+
+def top_tied(ranking: list[Blame], key: Callable[[Blame], Any]) -> list[Any]:
+    """The distinct ``key`` values of the blames tied at the top score (none for an empty ranking)."""
+    best = max((b.score for b in ranking), default=None)
+    return list(dict.fromkeys(key(b) for b in ranking if b.score == best))
+
+
+class BlameContext:
+    """One episode as a method sees it, with attribution cached across methods and counted.
+
+    Args:
+        trace, loss: the episode and its verbal loss (a method starts at ``loss.targets[0]``; see
+            :meth:`focus` for the others).
+        scorer: the white-box scorer (gradient, occlusion and temporal methods).
+        seed: seeds tie-breaking and the random control.
+        judge: the LLM judge of the ``judge:*`` methods.
+        top_k: incoming edges a ``path``, ``earliest`` or ``maxw`` walk keeps per call.
+
+    ``walked`` is the parents map (node -> the sources followed) of the last walk a method made;
+    methods that do not walk leave it empty.
+    """
+
+    def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None,
+                 top_k: int = 1):
+        self.trace, self.loss, self.scorer, self.seed, self.judge = trace, loss, scorer, seed, judge
+        self.top_k = top_k
+        self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
+        self._render: dict[int, Any] = {}
+        self.walked: dict[int, list[int]] = {}
+        # what the methods used, each pass counted every time a method needs it (cached or not), so
+        # that a method's cost is what it would cost alone
+        self.backward_passes = 0
+        self.forward_passes = 0
+        self.seconds = 0.0
+
+    def focus(self, target: int) -> "BlameContext":
+        """The same episode with the loss narrowed to one of its targets (and that target's spans),
+        sharing this context's caches."""
+        loss = VerbalLoss(self.loss.text, [target], self.loss.kind, self.loss.details,
+                          {target: self.loss.spans[target]} if target in self.loss.spans else {})
+        ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k)
+        ctx._cache, ctx._render = self._cache, self._render
+        return ctx
+
+    def prime(self, results: list[Any]) -> None:
+        """Whole-output attributions already computed (``Scorer.attribute``), reused by the methods."""
+        for r in results:
+            self._cache.setdefault(("gradient blame", r.node_id, ()), (r, r.seconds, 1, 0))
+
+    def _cached(self, key: tuple, compute: Callable[[], Any], backward: int, forward: Callable[[Any], int]) -> Any:
+        if key not in self._cache:
+            if self.scorer is None:
+                raise ConfigError(f"{key[0]} needs a scorer")
+            t0 = time.time()
+            value = compute()
+            self._cache[key] = (value, time.time() - t0, backward, forward(value))
+        value, seconds, b, f = self._cache[key]
+        self.seconds += seconds
+        self.backward_passes += b
+        self.forward_passes += f
+        return value
+
+    def too_long(self) -> bool:
+        """Whether some call the methods needed was longer than the scorer's context (and skipped)."""
+        return any(k[0] == "gradient blame" and v[0].skipped and "context" in v[0].skipped
+                   for k, v in self._cache.items())
+
+    def whole_attributions(self) -> list[Any]:
+        """The whole-output attributions the methods computed (the paper's objective), in node order."""
+        found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2]}
+        return [found[n] for n in sorted(found)]
+
+    @property
+    def judge_requests(self) -> int:
+        return self.judge.requests if self.judge is not None else 0
+
+    @property
+    def target(self) -> int:
+        return self.loss.targets[0]
+
+    def wrong_text(self) -> str | None:
+        spans = self.loss.spans.get(self.target)
+        if not spans:
+            return None
+        a, b = spans[0]
+        return self.trace.nodes[self.target].text[a:b] or None
+
+    def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
+        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``."""
+        return self._cached(("gradient blame", node, region or ()),
+                            lambda: self.scorer.attribute_node(self.trace, self.trace.nodes[node],
+                                                               list(region) if region else None), 1, lambda v: 0)
+
+    def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
+        """Occlusion weights of a call's sources (one forward pass, plus one per source)."""
+        return self._cached(("occlusion", node, region or ()),
+                            lambda: self.scorer.occlusion(self.trace, self.trace.nodes[node],
+                                                          list(region) if region else None), 0, lambda v: 1 + len(v))
+
+    def output_logprobs(self, node: int) -> Any:
+        """(rendering, log p of each output token) of a call; None when it cannot be scored."""
+        return self._cached(("temporal credit", node), lambda: self.scorer.output_logprobs(self.trace.nodes[node]),
+                            0, lambda v: 1)
+
+    def render(self, node: int) -> Any:
+        """The scorer's rendering of a call (token offsets, source character ranges), cached."""
+        from agentgrad.attribution.render import render_call
+
+        if node not in self._render:
+            self._render[node] = render_call(self.scorer.tokenizer, self.trace.nodes[node])
+        return self._render[node]
+
+    def upstream(self) -> list[int]:
+        """Calls and tools upstream of the loss target (itself included), in trace order."""
+        return steps_of(self.trace, self.target)
+
+    def blame(self, node: int, score: float) -> Blame:
+        return Blame(self.trace.nodes[node].name, node, score)

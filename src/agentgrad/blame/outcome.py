@@ -1,0 +1,118 @@
+"""One failed episode blamed by one registry method: the ranking, the agents to repair, the trajectories.
+
+This is what the optimisation loop (and the GEPA adapter) asks of blame. For every target of the
+verbal loss, the method ranks the upstream nodes (:mod:`agentgrad.blame.methods`); then
+
+- **blamed** are the entries tied at the top of each target's ranking: one for a ranked method,
+  every node reached for ``path`` and ``all``;
+- **agents** are the blamed entries' agents whose prompts can be repaired: a call's agent, the
+  call(s) that asked for a blamed tool result; an input (the task itself) blames no prompt;
+- **trajectories** (what the optimizer reads) are the paths the method walked, from where each walk
+  ended to the loss target (:func:`agentgrad.blame.walk.root_paths` over ``ctx.walked``); for a
+  method that walks no edge (``temporal``, judges, ``random``, ``last``), the trace's path from each
+  blamed node to the target;
+- **parents** are those paths' edges (the target optimizer writes its targets along them).
+
+All methods of one episode share one :class:`~agentgrad.blame.context.BlameContext`, primed with the
+whole-output attributions already computed, so gradients are taken once per episode.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgrad.backward import Trajectory, VerbalLoss, trajectory
+from agentgrad.blame.context import Blame, BlameContext
+from agentgrad.blame.methods import canonical, get_blame_method
+from agentgrad.blame.walk import root_paths
+from agentgrad.core.trace import Trace
+
+
+@dataclass
+class BlameOutcome:
+    """What one method says about one failed episode (see the module docstring)."""
+
+    method: str
+    ranking: list[Blame]
+    blamed: list[Blame]
+    agents: list[str]
+    trajectories: list[Trajectory]
+    parents: dict[int, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "ranking": [b.to_dict() for b in self.ranking[:10]],
+                "blamed": [b.to_dict() for b in self.blamed], "agents": self.agents}
+
+
+def trace_path(trace: Trace, source: int, target: int) -> list[int]:
+    """A shortest path ``source -> ... -> target`` along the trace's parents ([source, target] when
+    ``source`` is not upstream of ``target``)."""
+    came: dict[int, int | None] = {target: None}
+    queue = deque([target])
+    while queue and source not in came:
+        n = queue.popleft()
+        for p in trace.nodes[n].parents:
+            if p not in came:
+                came[p] = n
+                queue.append(p)
+    if source not in came:
+        return [source, target] if source != target else [target]
+    path, at = [], source
+    while at is not None:
+        path.append(at)
+        at = came[at]
+    return path
+
+
+def prompt_agents(trace: Trace, blamed: list[Blame]) -> list[str]:
+    """The agents whose prompts the blamed entries point at (calls; a tool's callers; no input)."""
+    out: list[str] = []
+    for b in blamed:
+        node = trace.nodes[b.node]
+        if node.kind == "call":
+            out.append(b.agent)
+        elif node.kind == "tool":
+            out.extend(trace.nodes[p].name for p in node.parents if trace.nodes[p].kind == "call")
+    return list(dict.fromkeys(out))
+
+
+def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = None, *, results: list[Any] | None = None,
+                  seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None) -> BlameOutcome:
+    """Blame one failed episode with registry ``method`` (an alias is resolved).
+
+    Args:
+        results: whole-output attributions already computed for the trace (``Scorer.attribute``),
+            reused instead of computed again.
+        top_k: incoming edges kept per call by the ``path``, ``earliest`` and ``maxw`` walks.
+        max_paths: the most trajectories returned.
+    """
+    name = canonical(method)
+    fn = get_blame_method(name)
+    ctx = BlameContext(trace, loss, scorer, seed, judge, top_k)
+    ctx.prime(results or [])
+    ranking: list[Blame] = []
+    blamed: list[Blame] = []
+    paths: list[list[int]] = []
+    for target in dict.fromkeys(loss.targets):
+        focused = ctx.focus(target)
+        ranks = fn(focused)
+        best = max((b.score for b in ranks), default=None)
+        top = [b for b in ranks if b.score == best]
+        ranking += ranks
+        blamed += top
+        if focused.walked:
+            found = root_paths(focused.walked, [target], max_paths)
+        else:
+            found = [trace_path(trace, b.node, target) for b in top]
+        paths += [p for p in found if p not in paths]
+    paths = paths[:max_paths]
+    parents: dict[int, list[int]] = {}
+    for p in paths:
+        for a, b in zip(p, p[1:]):
+            if a not in parents.setdefault(b, []):
+                parents[b].append(a)
+    nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
+    return BlameOutcome(name, ranking, blamed, prompt_agents(trace, blamed),
+                        [trajectory(nodes, p, loss) for p in paths], parents)

@@ -1,0 +1,259 @@
+"""The backward walk, written once: kept edges, root-to-loss paths, and the rules that blame.
+
+Two forms of one walk. Over a whole attribution graph (:func:`kept_incoming`, :func:`kept_parents`,
+:func:`root_paths`): every call keeps its top-k incoming edges by an edge rule, and paths run from
+the roots to the loss's targets; ``backward`` (trajectories), ``credit.split_credit`` and
+``optim.targets`` read the graph through these. From a loss (:func:`walk`, :func:`walk_topk`): the
+walk starts at the loss's target and attributes a call only when it reaches it, with an objective
+and a rule (the blame methods of :mod:`agentgrad.blame.methods`). Both choose edges with
+:func:`~agentgrad.attribution.graph.strongest` (ties broken by a seeded RNG).
+
+Rules (what a walk from a loss blames):
+
+- ``earliest``: walk to the roots; blame the earliest call or tool reached (the obvious rule, which
+  blames the first agent of every chain whatever happened).
+- ``path``: every call or tool reached, tied (the paper's update rule).
+- ``maxw``: the node whose edge to its successor has the largest weight.
+- ``stop``: walk back only while the source carries the faulty content: the source's
+  highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
+  span of the target's output). The first node whose chosen source does not carry it is blamed; a
+  tool or input that carries it is blamed itself. Without loss spans it falls back to ``path``.
+- ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
+  carry the faulty content*, and stops where none does: when the content reaches a call from
+  several sources (a broadcast log), a heavier source that does not hold it does not end the walk.
+
+``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
+chain) and pass through a tool result to the call that asked for it (the structural edge);
+``stop`` and ``carry`` follow one source and end at a tool. Objectives: ``whole`` (the gradient of
+log p of the whole output, the paper's) or ``targeted`` (only the output tokens the loss points at;
+upstream, the region of each source that the gradient points at becomes that call's target: for
+``stop`` and ``carry``, the occurrence of the wrong text the highest-scoring token lies in, else the
+source's highest-scoring tokens).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
+
+RULES = ("earliest", "path", "maxw", "stop", "carry")
+CONTENT_RULES = ("stop", "carry")
+OBJECTIVES = ("whole", "targeted")
+
+
+# --- over a whole graph --------------------------------------------------------------------------
+def kept_incoming(graph: AttributionGraph, top_k: int | None, rule: str, seed: int = 0) -> dict[int, list[Edge]]:
+    """target -> its kept incoming edges: the ``top_k`` of every node by edge ``rule`` (None: every edge)."""
+    out: dict[int, list[Edge]] = {}
+    for e in graph.prune(top_k, rule, seed).edges if top_k is not None else graph.edges:
+        out.setdefault(e.target, []).append(e)
+    return out
+
+
+def kept_parents(graph: AttributionGraph, top_k: int | None, rule: str, seed: int = 0) -> dict[int, list[int]]:
+    """node -> the sources of its kept incoming edges (see :func:`kept_incoming`)."""
+    return {t: [e.source for e in es] for t, es in kept_incoming(graph, top_k, rule, seed).items()}
+
+
+def root_paths(parents: dict[int, list[int]], targets: list[int], max_paths: int = 64) -> list[list[int]]:
+    """Every path root -> ... -> target along ``parents``, depth first (at most ``max_paths``)."""
+    paths: list[list[int]] = []
+
+    def visit(node: int, suffix: list[int]) -> None:  # towards the roots
+        if len(paths) >= max_paths:
+            return
+        path = [node] + suffix
+        ups = [p for p in parents.get(node, []) if p not in path]  # a trace is acyclic; be safe anyway
+        if not ups:
+            paths.append(path)
+        for p in ups:
+            visit(p, path)
+
+    for target in targets:
+        visit(target, [])
+    return paths
+
+
+# --- from a loss -----------------------------------------------------------------------------------
+def _occurs(text: str, needle: str) -> list[tuple[int, int]]:
+    out, at = [], text.find(needle)
+    while at >= 0 and needle:
+        out.append((at, at + len(needle)))
+        at = text.find(needle, at + 1)
+    return out
+
+
+def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], ...] | None:
+    """The characters of the source's output that its highest-scoring tokens cover (>= half the max)."""
+    if not src.l1:
+        return None
+    top = max(src.l1)
+    keep = sorted(p for p, v in zip(src.positions, src.l1) if v >= 0.5 * top)
+    r = ctx.render(node)
+    chars = []
+    for (a, b) in r.source_chars.get(src.source, []):
+        for p in keep:
+            ta, tb = r.offsets[p]
+            if ta < b and tb > a:
+                chars.append((max(ta, a) - a, min(tb, b) - a))
+    return tuple(chars) or None
+
+
+def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | None:
+    """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
+    in or right before (character range in that text), or None when it is neither for any occurrence."""
+    if not src.l1:
+        return None
+    r = ctx.render(node)
+    ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
+    text = ctx.trace.nodes[src.source].text
+    for (a, b) in r.source_chars.get(src.source, []):
+        if ta < b and tb > a:
+            lo, hi = max(ta, a) - a, min(tb, b) - a
+            while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
+                lo += 1
+            # inside an occurrence, or the token right before it (only spaces between): the cue a
+            # copying model retrieves the content by (a key before its value), so its gradient peaks there
+            return next(((oa, ob) for oa, ob in _occurs(text, wrong)
+                         if (oa <= lo and hi <= ob) or (hi <= oa and not text[hi:oa].strip())), None)
+    return None
+
+
+def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wrong: str | None) -> tuple:
+    """(weights, attributions, where) of a call's sources; ``where``: the occurrence of the wrong text
+    each carries (when ``wrong`` is given). Empty weights: the call cannot be walked through."""
+    if occlusion:
+        weights = ctx.occlusion(node, region)
+        where = {s: ((0, 0) if wrong in ctx.trace.nodes[s].text else None) for s in weights} if wrong else {}
+        return weights, {}, where
+    att = ctx.attribute(node, region)
+    if not att.sources or att.skipped:
+        return {}, {}, {}
+    atts = {s.source: s for s in att.sources}
+    where = {s.source: _carried(ctx, s, node, wrong) for s in att.sources} if wrong else {}
+    return {s.source: s.weights[weight] for s in att.sources}, atts, where
+
+
+def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = False) -> list[Any]:
+    """The backward walk from the loss target, turned into a ranking by ``rule`` (module docstring).
+
+    ``weight``: which of the four GBC weights ranks the sources; ``occlusion``: counterfactual
+    occlusion weights instead (forward passes only). The edges followed are left in ``ctx.walked``.
+    """
+    rng = random.Random(ctx.seed)
+    wrong = ctx.wrong_text()
+    if rule in CONTENT_RULES and wrong is None:
+        rule = "path"
+    ctx.walked = {}
+    if rule not in CONTENT_RULES:
+        return _walk_tree(ctx, weight, rule, objective, occlusion, rng)
+    node = ctx.target
+    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
+    path, stopped = [node], None
+    while ctx.trace.nodes[node].kind == "call":
+        weights, atts, where = _sources(ctx, node, region, weight, occlusion, wrong)
+        if not weights:
+            break
+        pool = [s for s in weights if where.get(s) is not None] if rule == "carry" else list(weights)
+        best = strongest(pool, lambda s: weights[s], 1, rng)
+        if not best or (rule == "stop" and where.get(best[0]) is None):
+            stopped = node
+            break
+        best = best[0]
+        ctx.walked[node] = [best]
+        path.insert(0, best)
+        if objective == "targeted" and not occlusion:
+            region = (where[best],)  # upstream, the target is the occurrence of the wrong text it carries
+        node = best
+    blamable = [n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")]
+    if not blamable:
+        return []
+    first = stopped if stopped is not None else (path[0] if ctx.trace.nodes[path[0]].kind in ("call", "tool")
+                                                 else blamable[0])
+    rest = [n for n in reversed(blamable) if n != first]
+    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
+
+
+def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
+    """``path``, ``earliest`` and ``maxw``: keep the ``ctx.top_k`` heaviest sources of every call."""
+    target = ctx.target
+    stack = [(target, tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None)]
+    reached, edge_w = {target}, {}
+    while stack:
+        node, region = stack.pop()
+        kind = ctx.trace.nodes[node].kind
+        if kind == "tool":  # a tool's result depends on the call that asked for it
+            ups = [(p, None) for p in ctx.trace.nodes[node].parents if ctx.trace.nodes[p].kind == "call"]
+        elif kind == "call":
+            weights, atts, _ = _sources(ctx, node, region, weight, occlusion, None)
+            kept = strongest(list(weights), lambda s: weights[s], ctx.top_k, rng)
+            for s in kept:
+                edge_w[s] = max(edge_w.get(s, float("-inf")), weights[s])
+            ups = [(s, _region_in_source(ctx, atts[s], node) if objective == "targeted" and not occlusion else region)
+                   for s in kept]
+        else:
+            ups = []
+        if ups:
+            ctx.walked[node] = [s for s, _ in ups]
+        for s, r in reversed(ups):  # the strongest source is walked first
+            if s not in reached:
+                reached.add(s)
+                stack.append((s, r))
+    blamable = sorted(n for n in reached if ctx.trace.nodes[n].kind in ("call", "tool"))
+    if rule == "earliest":
+        return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(blamable)]
+    if rule == "path":
+        return [ctx.blame(n, 1.0) for n in blamable]
+    # maxw: the node whose edge to its successor weighs most (the target itself scores lowest)
+    ranked = sorted(blamable, key=lambda n: -edge_w.get(n, float("-inf")))
+    return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(ranked)]
+
+
+def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 32) -> list[Any]:
+    """The backward walk keeping the ``k`` heaviest incoming edges of every call (a tree of paths).
+
+    Along each path it applies the ``stop`` test: it goes on into a source only while the source's
+    highest-scoring token lies inside the wrong text; where a kept source does not carry it, the
+    call is a stopping point, and a tool or input that carries it is one itself. A node's score is
+    the largest, over the paths reaching it, of the product of its edges' rank discounts (1 for
+    the heaviest edge, 1/2 for the second, ...). At most ``budget`` calls are attributed.
+    """
+    wrong = ctx.wrong_text()
+    target = ctx.target
+    region0 = tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None
+    frontier = [(target, region0, 1.0)]
+    stops: dict[int, float] = {}
+    visited: set[tuple[int, Any]] = set()
+    ctx.walked = {}
+    spent = 0
+    while frontier and spent < budget:
+        node, region, score = frontier.pop(0)
+        if (node, region) in visited:
+            continue
+        visited.add((node, region))
+        if ctx.trace.nodes[node].kind != "call":
+            stops[node] = max(stops.get(node, 0.0), score)
+            continue
+        att = ctx.attribute(node, region)
+        spent += 1
+        if not att.sources or att.skipped:
+            stops[node] = max(stops.get(node, 0.0), score)
+            continue
+        ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
+        for rank, src in enumerate(ranked):
+            child = score / (rank + 1)
+            occ = _carried(ctx, src, node, wrong) if wrong is not None else None
+            if wrong is not None and occ is None:
+                stops[node] = max(stops.get(node, 0.0), child)
+                continue
+            nxt = ((occ,) if occ is not None else _region_in_source(ctx, src, node)) if objective == "targeted" else None
+            frontier.append((src.source, nxt, child))
+            ups = ctx.walked.setdefault(node, [])
+            if src.source not in ups:
+                ups.append(src.source)
+    blamable = {n: v for n, v in stops.items() if ctx.trace.nodes[n].kind in ("call", "tool")}
+    if not blamable:
+        return [ctx.blame(target, 1.0)]
+    return [ctx.blame(n, v) for n, v in sorted(blamable.items(), key=lambda kv: (-kv[1], -kv[0]))]

@@ -1,0 +1,158 @@
+"""One blame registry for the whole package: every name works wherever a method is named, the old names
+are aliases with their old trajectories, and the optimisation loop's default blames the planted agent."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from agentgrad import Agent, System, Trace
+from agentgrad.attribution import Scorer
+from agentgrad.backward import VerbalLoss, backward
+from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.blame.methods import ALIASES, DEFAULT_METHOD, canonical, edge_rule, select_methods
+from agentgrad.blame.outcome import blame_episode
+from agentgrad.cli import main
+from agentgrad.config import validate
+from agentgrad.core.system import Episode
+from agentgrad.errors import RegistryError
+from agentgrad.examples import PIPELINE
+from agentgrad.models.fake import FakeModel
+from agentgrad.optim.config import OptimizeConfig
+from agentgrad.optim.tasks import Score
+from conftest import IdealScorer
+
+BENCH_NAMES = select_methods("all", judge=True)  # every name `bench blame --methods` accepts
+
+
+def cli(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def diamond():
+    """question -> (facts, plan) -> answer; the facts agent writes the wrong fact."""
+    model = FakeModel(["The capital of France is Lyon.", "Look up the capital.", "Lyon"])
+    with Trace(id="d") as tr:
+        q = tr.input("What is the capital of France?", name="question")
+        facts = Agent("facts", "List facts.", model)(q)
+        plan = Agent("plan", "Plan.", model)(q)
+        answer = Agent("answer", "Answer.", model, template="Facts: {f}\nPlan: {p}\nQ: {q}")(f=facts, p=plan, q=q)
+    loss = VerbalLoss.generic("Paris", str(answer), "wrong capital", targets=[answer.node], spans={answer.node: [(0, 4)]})
+    return tr, loss
+
+
+def test_every_bench_name_is_a_loop_and_attribute_name_and_an_unknown_one_lists_them():
+    assert len(BENCH_NAMES) == 62 and DEFAULT_METHOD in BENCH_NAMES
+    for name in BENCH_NAMES + list(ALIASES):
+        cfg = validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": name}}, "opt.yaml")
+        assert canonical(cfg.scorer.method) in BENCH_NAMES
+        assert edge_rule(name) in ("mean_l1", "max_l1", "mean_gxi", "max_gxi", "random", "all")  # attribute's kept edges
+    assert OptimizeConfig(system="s.yaml").scorer.method == DEFAULT_METHOD == "gbc:max_l1:targeted:carry"
+    with pytest.raises(RegistryError) as e:
+        validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": "gbc:max_l1:targeted:cary"}}, "opt.yaml")
+    msg = str(e.value)
+    assert "unknown blame method 'gbc:max_l1:targeted:cary'" in msg and "\n" not in msg
+    assert all(n in msg for n in BENCH_NAMES) and "mean_l1 = gbc:mean_l1:whole:path" in msg
+    assert select_methods("max_gxi,last") == ["gbc:max_gxi:whole:path", "last"]  # aliases select too
+
+
+def test_cli_attribute_and_optimize_take_registry_names(tiny_llama, tmp_path):
+    tr, _ = diamond()
+    tr.save(tmp_path / "t.json")
+    rc, _, err = cli("attribute", tmp_path / "t.json", "--scorer", tiny_llama, "--method", DEFAULT_METHOD,
+                     "--out", tmp_path / "a.json")
+    assert rc == 0, err
+    att = json.loads((tmp_path / "a.json").read_text())
+    assert att["method"] == DEFAULT_METHOD and att["weight"] == "max_l1"
+    from agentgrad.attribution.graph import AttributionGraph
+
+    kept = AttributionGraph.from_dict(att["graph"]).prune(1, "max_l1", 0).edges
+    assert att["kept_edges"] == [e.to_dict() for e in kept]
+    for command in (["attribute", tmp_path / "t.json", "--scorer", tiny_llama, "--out", tmp_path / "b.json"],
+                    ["optimize", PIPELINE / "optimize.yaml", "--out", tmp_path / "R"]):
+        rc, _, err = cli(*command, "--method", "gbc:bogus")
+        assert rc == 2 and "unknown blame method 'gbc:bogus'" in err and DEFAULT_METHOD in err
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "b.json").exists() and not (tmp_path / "R").exists()
+
+
+@pytest.mark.parametrize("top_k", [1, 2])
+def test_old_aliases_give_the_old_trajectories(tiny_llama, top_k):
+    tr, loss = diamond()
+    loss.attach(tr)
+    scorer = Scorer(str(tiny_llama))
+    results, graph = scorer.attribute(tr)
+    scorer.attribute_node = lambda *a, **k: pytest.fail("the primed whole-output gradients were taken again")
+    for alias in ("mean_l1", "max_l1", "mean_gxi", "max_gxi", "all"):
+        out = blame_episode(alias, tr, loss, scorer, results=results, top_k=top_k)
+        old = backward(graph, loss, top_k, alias)  # the graph walk the loop used before the registry
+        assert [t.to_dict() for t in out.trajectories] == [t.to_dict() for t in old], alias
+        # every agent on the paths is blamed (the paper's rule), as the loop did before
+        assert sorted(out.agents) == sorted({a for t in old for a in t.agents}), alias
+
+
+class PlantedSystem(System):
+    """Runs planted-fault episodes: the trace is the generator's (without its truth); every agent
+    name the generator may use is an agent whose prompt the optimizer can rewrite."""
+
+    def __init__(self):
+        self.team = {n: Agent(n, f"You are {n}.", FakeModel(["-"])) for n in E.pools("eval")[1]}
+
+    def run(self, example, id=""):
+        trace = E.without_truth(E.generate(example["topology"], "wrong_value", example["seed"]).trace)
+        trace.id = id
+        return Episode(trace.nodes[-1].text, trace)
+
+
+class PlantedTask:
+    name = "planted"
+
+    def __init__(self, n):
+        self.rows = [{"id": f"e{i}", "topology": E.TOPOLOGIES[i % 4], "seed": i} for i in range(n)]
+
+    def examples(self, split):
+        return self.rows if split == "train" else []
+
+    def build_system(self):
+        return PlantedSystem()
+
+    def metric(self, example, output, trace):
+        return Score(0.0, False)
+
+    def loss(self, example, output, trace, score):
+        return E.generate(example["topology"], "wrong_value", example["seed"]).loss  # with the wrong value's span
+
+
+@pytest.mark.parametrize("method,exact", [(DEFAULT_METHOD, True), ("mean_l1", False)])
+def test_the_loops_default_blames_the_planted_agent(tiny_llama, tmp_path, method, exact):
+    from transformers import AutoTokenizer
+
+    from agentgrad.optim.config import TrainerConfig
+    from agentgrad.optim.optimizer import DeterministicOptimizer
+    from agentgrad.optim.trainer import Trainer
+    from agentgrad.runs.rundir import RunDir
+
+    task = PlantedTask(8)
+    truth = {r["id"]: E.generate(r["topology"], "wrong_value", r["seed"]).truth["agent"] for r in task.rows}
+    trainer = Trainer(task, IdealScorer(AutoTokenizer.from_pretrained(tiny_llama)), DeterministicOptimizer(),
+                      TrainerConfig(samples=8, step_every=8), RunDir(tmp_path / "R"), **({} if exact else {"method": method}))
+    final = trainer.fit()
+    events = [json.loads(line) for line in (tmp_path / "R" / "events.jsonl").read_text().splitlines()]
+    blamed = {e["sample"]: e["blamed"] for e in events if e["event"] == "sample"}
+    assert len(blamed) == 8
+    if exact:  # the default names exactly the planted agent, and the optimizer rewrites only those
+        assert blamed == {s: [a] for s, a in truth.items()}
+        changed = {a for a, p in final["prompts"].items() if "## Warning" in p}
+        assert changed == set(truth.values())
+        att = json.loads((tmp_path / "R" / "attribution" / "e0.json").read_text())
+        assert att["blame"]["method"] == DEFAULT_METHOD and att["weight"] == "max_l1"
+        t = att["trajectories"][0]["nodes"]  # from the planted node to the loss target
+        assert t[0] == att["blame"]["blamed"][0]["node"] and t[-1] == att["loss"]["targets"][0]
+    else:  # the paper's rule (the old default) blames every agent on the path, tied
+        assert sum(len(a) for a in blamed.values()) > len(blamed)
