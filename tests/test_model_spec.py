@@ -36,7 +36,8 @@ def test_values_name_the_hf_backend():
     assert resolve_model_path("org/name") == "org/name" and resolve_model_path("./folder") == "./folder"
 
 
-def test_not_installed_is_one_line_naming_the_install_command(monkeypatch):
+def test_not_installed_is_one_line_naming_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTGRAD_CACHE", str(tmp_path))  # no converted copy to fall back on
     monkeypatch.setattr(spec.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelError) as e:
         resolve_model_path("smollm2")

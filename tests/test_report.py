@@ -203,7 +203,7 @@ def test_demo_report_in_chromium(demo_run, page):
     _open(page, run / "report.html")
     assert page.locator("section.episode:not([hidden])").count() == 1
     assert page.locator("#ep-0 g.node").count() >= 4 and page.locator("#ep-0 path.edge").count() >= 3
-    assert page.locator("#ep-0 path.edge.kept").count() >= 1 and page.locator("#ep-0 g.node.traj").count() >= 2
+    assert page.locator("#ep-0 path.edge.kept").count() >= 1 and page.locator("#ep-0 g.node.traj").count() >= 1  # the default carry walk may stop at the last call
     # the call the loss attaches to opens first: its messages with the heat map
     assert page.locator("#ep-0 .callview span.tok").count() > 0
     # clicking another call shows its own tokens
