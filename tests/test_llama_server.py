@@ -45,12 +45,12 @@ def _free_port() -> int:
 class LlamaServer:
     """llama-cpp-python's server on a free loopback port, started and stopped by the test."""
 
-    def __init__(self, n_ctx: int = 2048):
+    def __init__(self, n_ctx: int = 2048, chat_format: str = "chatml"):
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1", "--port",
-             str(self.port), "--n_ctx", str(n_ctx), "--chat_format", "chatml", "--n_threads", "2"],
+             str(self.port), "--n_ctx", str(n_ctx), "--chat_format", chat_format, "--n_threads", "2"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -136,3 +136,39 @@ def test_server_stopped_mid_run_is_one_line_error():
     with pytest.raises(ModelError) as e:
         model.generate(msgs, None, GenerationSettings(max_new_tokens=4))
     assert "\n" not in str(e.value) and str(srv.port) in str(e.value) and time.time() - t0 < 30
+
+
+def test_tool_calls_over_the_server_become_tool_nodes_that_the_scorer_attributes():
+    """llama.cpp's chatml-function-calling format constrains a forced call (tool_choice, passed with
+    the backend's extra_body) to the tool's JSON schema: the reply's tool call is parsed, the tool
+    runs, its result is a tool node, and the white-box scorer on the same weights attributes the call."""
+    from agentgrad import Agent, Tool, Trace
+
+    srv = LlamaServer(chat_format="chatml-function-calling")
+    cities = {"Alice": "Lyon", "Bruno": "Oslo"}
+    seen = []
+
+    def lookup_city(name: str) -> str:
+        seen.append(name)
+        return cities.get(name, "unknown")
+
+    tool = Tool("lookup_city", "The city a customer lives in.",
+                {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}, lookup_city)
+    force = {"tool_choice": {"type": "function", "function": {"name": "lookup_city"}}}
+    try:
+        model = srv.model(extra_body=force)
+        with Trace(id="tools") as tr:
+            q = tr.input("Which city does Alice live in?", name="question")
+            out = Agent("clerk", "You answer questions about customers. Use your tools.", model, tools=[tool],
+                        settings=GenerationSettings(max_new_tokens=48), max_tool_rounds=1)(q)
+    finally:
+        srv.stop()
+    call = tr.nodes[out.node]
+    tools = [n for n in tr.nodes if n.kind == "tool"]
+    assert seen and seen[0] == "Alice"  # the constrained call names the customer of the question
+    assert tools and tools[0].name == "lookup_city" and tools[0].text == "Lyon"
+    assert call.kind == "call" and call.meta.get("stopped") == "max_tool_rounds"  # forced again: the loop stopped
+    results, _ = Scorer("smollm2").attribute(tr)
+    last = next(r for r in results if r.node_id == call.id)  # the call that read the tool's result
+    weights = {s.name: s.weights["max_l1"] for s in last.sources}
+    assert weights.get("lookup_city", 0) > 0 and weights.get("question", 0) > 0

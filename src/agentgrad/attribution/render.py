@@ -6,11 +6,19 @@ once with unique placeholder contents (our own sentinels) and checking that subs
 contents reproduces the real rendering exactly; span offsets then shift by their message's
 offset. The string is tokenised once, with offsets, so templates that add a BOS token (or any
 other text) shift nothing: character ranges map to token ranges through the offsets.
+
+A reply's tool calls are part of its output. Where the scorer's chat template cannot show tool
+calls (it renders an assistant turn the same with and without them, as SmolLM2's does), they are
+scored as text instead: one JSON line ``{"name": ..., "arguments": ...}`` per call after the reply's
+text, so that a call generated elsewhere (an OpenAI-compatible server) is not an empty output with
+zero gradients. The reply's text keeps its characters, so loss spans stay valid.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,10 +156,25 @@ def char_to_token_range(offsets: list[tuple[int, int]], ends: list[int], a: int,
     return (first, last)
 
 
+def template_drops_tool_calls(tok: Any, node: Node) -> bool:
+    """Whether ``tok``'s chat template renders an assistant turn the same with and without its tool calls."""
+    probe = [{"role": "user", "content": "?"}]
+    return render_chat(tok, probe + [_assistant(node, "")], node.tools or None) == \
+        render_chat(tok, probe + [{"role": "assistant", "content": ""}], node.tools or None)
+
+
+def tool_calls_as_text(node: Node) -> str:
+    """The reply's text, then one JSON line per tool call (how a template without tool calls sees them)."""
+    lines = [json.dumps({"name": c.name, "arguments": c.arguments}, ensure_ascii=False) for c in node.tool_calls]
+    return "\n".join(([node.text] if node.text else []) + lines)
+
+
 def render_call(tok: Any, node: Node) -> RenderedCall:
     """Render ``node`` with ``tok``'s chat template and map its spans and output to tokens."""
     if node.kind != "call":
         raise TraceError(f"node {node.id} is a {node.kind} node; only call nodes are scored")
+    if node.tool_calls and template_drops_tool_calls(tok, node):
+        node = dataclasses.replace(node, text=tool_calls_as_text(node), tool_calls=[])
     found = _offsets_by_placeholder(tok, node)
     method = "placeholder"
     if found is None:

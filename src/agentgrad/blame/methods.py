@@ -130,6 +130,13 @@ def _builtins() -> None:
     register("last", lambda c: [c.blame(c.target, 1.0)])
 
 
+def _agent(ctx: BlameContext, agent: str) -> list[Blame]:
+    """Every upstream call of ``agent``, tied (nothing when it made none): a fixed blame, such as the
+    oracle of a benchmark whose faulty agent is known."""
+    return [ctx.blame(n, 1.0) for n in ctx.upstream()
+            if ctx.trace.nodes[n].kind == "call" and ctx.trace.nodes[n].name == agent]
+
+
 def list_blame_methods() -> list[str]:
     """Every registered name (the aliases of :data:`ALIASES` aside)."""
     _builtins()
@@ -141,14 +148,19 @@ def canonical(name: str) -> str:
     :class:`RegistryError` that lists the valid ones."""
     _builtins()
     name = ALIASES.get(name, name)
+    if name.startswith("agent:") and name[len("agent:"):]:
+        return name  # the fixed blame of one named agent
     if name not in _METHODS:
-        raise RegistryError(f"unknown blame method {name!r}; valid: {', '.join(_METHODS)} (or all); "
+        raise RegistryError(f"unknown blame method {name!r}; valid: {', '.join(_METHODS)} (or all), agent:NAME (blame that agent); "
                             f"aliases: {', '.join(f'{a} = {m}' for a, m in ALIASES.items())}")
     return name
 
 
 def get_blame_method(name: str) -> MethodFn:
-    return _METHODS[canonical(name)]
+    name = canonical(name)
+    if name.startswith("agent:"):
+        return lambda c, a=name[len("agent:"):]: _agent(c, a)
+    return _METHODS[name]
 
 
 def edge_rule(name: str) -> str:
@@ -178,6 +190,8 @@ def select_methods(spec: str, judge: bool = False) -> list[str]:
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         part = ALIASES.get(part, part)
         hit = [n for n in names if n == part or n.startswith(part + ":")]
+        if not hit and part.startswith("agent:"):
+            hit = [canonical(part)]
         if not hit:
             canonical(part)  # raises with the valid names
         out.extend(h for h in hit if h not in out)

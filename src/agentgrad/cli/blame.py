@@ -210,3 +210,41 @@ def bench_whowhen(
         _print_wide(table)
         console.print(f"source: {mean['source']}", markup=False)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
+
+
+@bench_app.command("ablation")
+def bench_ablation(
+    out: Path = typer.Option(..., "--out", help="Folder for cases.jsonl, results.jsonl, table.md, the figures and "
+                                                "one run directory per run (must be new or empty)."),
+    model: str = typer.Option("smollm2", "--model", help="The agents' model, also the white-box scorer: smollm2, "
+                                                        "gguf:FILE, a HF folder or hub id."),
+    systems: str = typer.Option("all", "--systems", help="pipeline, fanin, manager (comma list) or all."),
+    defects: str = typer.Option("all", "--defects", help="stale_example, forbidden_field, wrong_item, distractor "
+                                                        "(comma list) or all."),
+    methods: str = typer.Option("all", "--methods", help="gbc, paper, random, all, oracle (comma list) or all."),
+    seeds: int = typer.Option(5, "--seeds", help="Seeds per case and method (0..N-1)."),
+    optimizer: str = typer.Option("edit", "--optimizer", help="edit (gradient-guided line removal), deterministic "
+                                                             "(Warning bullets) or llm."),
+    optimizer_model: str = typer.Option("", "--optimizer-model", help="The llm optimizer's model (default: --model); "
+                                                                     "openai:MODEL@URL for a bigger server."),
+    steps: int = typer.Option(2, "--steps", help="Optimizer steps per run."),
+    step_every: int = typer.Option(4, "--step-every", help="Training samples per step."),
+    val_size: int = typer.Option(12, "--val-size", help="Validation items of the gate."),
+    test_size: int = typer.Option(0, "--test-size", help="Score the first N test items only (0: all 24, steps of 1/24)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: finished runs are "
+                                                        "read back, a run cut off resumes from its checkpoint."),
+) -> None:
+    """Does better blame give better prompts? One planted prompt defect per case; the same loop with each blame."""
+    from agentgrad.benchmarks.ablation.bench import METHODS, markdown_table, run_ablation
+
+    split = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
+    from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS
+
+    summary = run_ablation(out, model=model, systems=split(systems, SYSTEMS), defects=split(defects, DEFECTS),
+                           methods=split(methods, METHODS), seeds=seeds, optimizer=optimizer,
+                           optimizer_model=optimizer_model or None, steps=steps, step_every=step_every,
+                           val_size=val_size, test_size=test_size or None, resume=resume, log=console.print)
+    console.print(markdown_table(summary))
+    console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (defect does not hurt); "
+                  f"{summary['seconds_this_run']:.0f} s; written: {out}/table.md, {out}/steps.svg, "
+                  f"{out}/blame-vs-recovery.svg")
