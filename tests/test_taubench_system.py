@@ -17,7 +17,7 @@ from agentgrad.benchmarks.taubench.user import STOP, ScriptedUser, UserSimulator
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
 from agentgrad.models.fake import FakeModel
-from agentgrad.testing import OpenAICompatServer
+from agentgrad.models.serve import OpenAICompatServer
 from conftest import assert_spans_exact
 
 pytestmark = pytest.mark.skipif(

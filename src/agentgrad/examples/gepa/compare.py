@@ -68,8 +68,8 @@ def main() -> None:
         lm = create_model("reflection", spec.backend, **spec.options())
     else:
         from agentgrad.models.hf import HFModel
-        from agentgrad.testing import build_tiny_model
-        from agentgrad.testing.server import OpenAICompatServer
+        from agentgrad.models.tiny import build_tiny_model
+        from agentgrad.models.serve import OpenAICompatServer
 
         tiny = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
         server = OpenAICompatServer(HFModel(path=str(tiny), max_context=32768)).start()
