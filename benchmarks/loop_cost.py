@@ -203,7 +203,7 @@ def main() -> None:
     if a.serve:
         return serve(a.serve, a.latency)
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.config import apply_model_override, load_system_config
+    from agentgrad.core.config import apply_model_override, load_system_config
     from agentgrad.examples import PIPELINE
     from agentgrad.models.registry import create_model
     from agentgrad.optim.targets import optimizer_for

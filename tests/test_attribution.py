@@ -20,7 +20,7 @@ from agentgrad.models.fake import FakeModel
 from agentgrad.models.tiny import build_tiny_model
 from agentgrad.examples import PIPELINE
 from agentgrad import GraphSystem
-from agentgrad.config import load_system_config, apply_model_override
+from agentgrad.core.config import load_system_config, apply_model_override
 
 
 def pipeline_trace(model_path, question="What is the capital of France?"):

@@ -89,7 +89,7 @@ def hostile_run(root, tiny_llama):
     (run / "traces").mkdir(parents=True)
     (run / "attribution").mkdir()
     (run / "prompts").mkdir()
-    from agentgrad.files import safe_name
+    from agentgrad.core.files import safe_name
 
     name = safe_name(tr.id) + ".json"
     tr.save(run / "traces" / name)

@@ -8,11 +8,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.config import SystemConfig, apply_model_override, read_yaml, validate
+from agentgrad.core.config import SystemConfig, apply_model_override, read_yaml, validate
 from agentgrad.core.agent import Agent, Prompt
 from agentgrad.core.tools import Tool
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model
 
 
@@ -128,7 +128,7 @@ def make_scorer(models: dict[str, LanguageModel], scorer: str | None = None, dty
 def make_optimizer(value: str | None, kind: str = "verbal", max_chars: int = 24000, max_new_tokens: int = 4096) -> Any:
     """The ``kind`` optimizer (verbal or target) on the model ``value`` (as ``--model`` takes it),
     else without an LLM (deterministic prompt edits, scripted targets)."""
-    from agentgrad.config import model_spec_from_value
+    from agentgrad.core.config import model_spec_from_value
     from agentgrad.optim.targets import optimizer_for
 
     model = None
@@ -149,7 +149,7 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     resume (``resume=True``); ``out/result.json`` holds the training summary and the metrics.
     """
     from agentgrad.blame.methods import canonical
-    from agentgrad.files import RunFiles
+    from agentgrad.core.files import RunFiles
     from agentgrad.optim.trainer import Trainer
     from agentgrad.runs.rundir import RunDir
 

@@ -21,7 +21,7 @@ def tiny_model(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
     from agentgrad.models.tiny import build_tiny_model
 
     check_new_output(out_dir, overwrite, "dir")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agentgrad.errors import RegistryError
-from agentgrad.models.base import LanguageModel
+from agentgrad.core.model import LanguageModel
 
 _BACKENDS: dict[str, Callable[..., LanguageModel]] = {}
 

@@ -15,7 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 
 
 def _from_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

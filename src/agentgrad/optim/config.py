@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical
-from agentgrad.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
+from agentgrad.core.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
 from agentgrad.errors import ConfigError
-from agentgrad.redact import REDACTED
+from agentgrad.core.redact import REDACTED
 
 
 class ScorerConfig(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from agentgrad.backward import VerbalLoss, cut
 from agentgrad.core.agent import Prompt
 from agentgrad.errors import AgentgradError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.optim import prompts as T
 
 

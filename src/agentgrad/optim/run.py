@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.blame.methods import canonical
-from agentgrad.config import apply_model_override
-from agentgrad.core.graph_system import topological_levels
+from agentgrad.core.config import apply_model_override
+from agentgrad.runs.graph_system import topological_levels
 from agentgrad.errors import ConfigError
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model

@@ -23,7 +23,7 @@ from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.errors import ConfigError
-from agentgrad.files import RunFiles
+from agentgrad.core.files import RunFiles
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
