@@ -11,7 +11,7 @@ import pytest
 
 from agentgrad import Agent, System, Trace
 from agentgrad.attribution import Scorer
-from agentgrad.backward import VerbalLoss, backward
+from agentgrad.blame.backward import VerbalLoss, backward
 from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.methods import ALIASES, DEFAULT_METHOD, canonical, edge_rule, select_methods
 from agentgrad.blame.outcome import blame_episode

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgrad.backward import backward
+from agentgrad.blame.backward import backward
 from agentgrad.benchmarks.common import parse_range, pass_hat_k
 from agentgrad.benchmarks.taubench.env import RetailDatabase, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss

@@ -21,7 +21,7 @@ from agentgrad.errors import (
 )
 from agentgrad.core.model import Generation, GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model, list_backends, register_backend
-from agentgrad.backward import Trajectory, VerbalLoss
+from agentgrad.blame.backward import Trajectory, VerbalLoss
 from agentgrad.attribution.result import Attribution
 from agentgrad.api import attribute, blame, load_model, load_scorer, load_system, optimize
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentgrad.attribution.result import Attribution
 from agentgrad.blame.methods import DEFAULT_METHOD as DEFAULT_BLAME
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
 from agentgrad.core.model import LanguageModel

@@ -145,7 +145,7 @@ class Scorer:
             paths are bitwise equal; with ``sdpa`` (the default) they differ by kernel rounding
             (about 1e-6 relative per token gradient in fp32).
         prompt_weights: also score each call's own prompt (its system message) like a source, for
-            the credit split (:mod:`agentgrad.credit`); its tokens then take gradients too, so the
+            the credit split (:mod:`agentgrad.blame.credit`); its tokens then take gradients too, so the
             prefix cache covers only the template's header.
         batch_tokens: the default of :meth:`attribute`: calls that share a prefix are scored in
             padded batches of at most this many tokens (0: one at a time).

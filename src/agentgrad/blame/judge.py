@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, ModelError
 

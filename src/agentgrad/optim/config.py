@@ -28,7 +28,7 @@ class ScorerConfig(BaseModel):
     dtype: str = "float32"
     device: str = "cpu"
     on_too_long: Literal["error", "skip"] = "skip"
-    prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.credit)")
+    prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.blame.credit)")
     batch_tokens: int = Field(0, ge=0, description="score calls that share a prefix in padded batches (0: one by one)")
 
     @field_validator("method")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentgrad.backward import VerbalLoss, cut
+from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.agent import Prompt
 from agentgrad.errors import AgentgradError
 from agentgrad.core.model import GenerationSettings, LanguageModel

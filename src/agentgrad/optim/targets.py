@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from agentgrad.backward import VerbalLoss, cut
+from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ModelError
 from agentgrad.core.model import GenerationSettings, LanguageModel

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.config import SystemConfig
 from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.core.system import System

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.backward import Trajectory, VerbalLoss, render_trajectories
+from agentgrad.blame.backward import Trajectory, VerbalLoss, render_trajectories
 from agentgrad.blame.methods import DEFAULT_METHOD, edge_rule
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
@@ -184,7 +184,7 @@ class Trainer:
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
                                         trace_rel, self.weight)
             record["loss"] = loss.to_dict()
-            record["score"] = score.value  # what agentgrad.credit splits
+            record["score"] = score.value  # what agentgrad.blame.credit splits
             record["trajectories"] = [t.to_dict() for t in trajs]
             record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
             pairs: dict[str, list[tuple[str, str]]] = {}

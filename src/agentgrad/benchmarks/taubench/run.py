@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.common import apply_overrides, create_models, parse_range, pass_hat_k, train_then_evaluate
 from agentgrad.runs.runner import run_jobs
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks

@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.planted.bench import top1_credit, wilson
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method

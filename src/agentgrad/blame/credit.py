@@ -136,7 +136,7 @@ def credit_records(run_dir: Any, *, quantity: Literal["score", "loss"] = "score"
 
     The episode's score is the one its attribution file records (older runs: the ``sample`` event of
     ``events.jsonl``, read only then); ``loss`` splits ``1 - score``. Memory: one episode at a time,
-    plus the list of file names. See :mod:`agentgrad.credit` for the rule.
+    plus the list of file names. See :mod:`agentgrad.blame.credit` for the rule.
     """
     import json
     from pathlib import Path
