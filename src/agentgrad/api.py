@@ -53,8 +53,7 @@ def load_scorer(model: Any, **options: Any) -> Any:
     if isinstance(model, Scorer):
         return model
     if isinstance(model, HFModel):
-        return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path,
-                      max_context=model.max_context, **options)
+        return Scorer.from_model(model, **options)
     if isinstance(model, str):
         return Scorer(model, **options)
     raise ConfigError(f"a scorer needs a local white-box model (smollm2, a folder, gguf:FILE), not {type(model).__name__}")

@@ -26,7 +26,7 @@ from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
-from agentgrad.models.hf import HFOptions, context_length, load_tokenizer_and_model
+from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 
 
 @dataclass
@@ -196,6 +196,12 @@ class Scorer:
         self.cache_stats = {"hits": 0, "misses": 0}
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
+
+    @classmethod
+    def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
+        """A scorer on a loaded local model: its weights are shared, not loaded again."""
+        return cls(tokenizer=model.tokenizer, model=model.model, path=model.options.path,
+                   max_context=model.max_context, **options)
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "dtype": self.dtype, "device": str(self.device), "mode": self.mode,
