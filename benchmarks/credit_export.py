@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     from agentgrad.cli import main as cli
-    from agentgrad.credit import export_credit
+    from agentgrad.blame.credit import export_credit
 
     tmp = Path(tempfile.mkdtemp())
     figures = {}

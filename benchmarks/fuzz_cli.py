@@ -31,7 +31,7 @@ def main() -> int:
 
     root = Path(tempfile.mkdtemp(prefix="agentgrad-fuzz-"))
     pool = root / "pool"
-    from agentgrad.testing.tiny import cached_tiny_model
+    from agentgrad.models.tiny import cached_tiny_model
 
     fuzz.make_files(pool, tiny_model=str(cached_tiny_model()))
     codes: collections.Counter = collections.Counter()

@@ -21,8 +21,8 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from agentgrad.config import apply_model_override, load_system_config
-from agentgrad.core.graph_system import GraphSystem
+from agentgrad.core.config import apply_model_override, load_system_config
+from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.examples import LOOKUP
 from agentgrad.models.spec import embedded_gguf
 from agentgrad.runs.runner import read_jsonl

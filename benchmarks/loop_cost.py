@@ -92,7 +92,7 @@ class Server:
 
 def serve(port_file: Path, latency: float) -> None:
     from agentgrad.models.fake import FakeModel
-    from agentgrad.testing.server import OpenAICompatServer
+    from agentgrad.models.serve import OpenAICompatServer
 
     srv = OpenAICompatServer(FakeModel(responder=responder), latency=latency).start()
     tmp = port_file.with_suffix(".tmp")
@@ -203,12 +203,12 @@ def main() -> None:
     if a.serve:
         return serve(a.serve, a.latency)
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.config import apply_model_override, load_system_config
+    from agentgrad.core.config import apply_model_override, load_system_config
     from agentgrad.examples import PIPELINE
     from agentgrad.models.registry import create_model
     from agentgrad.optim.targets import optimizer_for
     from agentgrad.optim.tasks import get_task
-    from agentgrad.testing import build_tiny_model
+    from agentgrad.models.tiny import build_tiny_model
 
     skip = set(a.skip.split(",")) - {""}
     tmp = Path(tempfile.mkdtemp())

@@ -45,8 +45,8 @@ def build_run(out: Path, n: int, episodes: int) -> None:
     from agentgrad.cli import main
     from agentgrad.models.fake import FakeModel
     from agentgrad.report.collect import collect, worst_episodes
-    from agentgrad.testing import build_tiny_model
-    from agentgrad.testing.server import OpenAICompatServer
+    from agentgrad.models.tiny import build_tiny_model
+    from agentgrad.models.serve import OpenAICompatServer
 
     t0 = time.time()
     with OpenAICompatServer(FakeModel(responder=scripted)) as srv:

@@ -55,14 +55,14 @@ def _tiny_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory):
-    from agentgrad.testing import build_tiny_model
+    from agentgrad.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-llama"), arch="llama")
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3(tmp_path_factory):
-    from agentgrad.testing import build_tiny_model
+    from agentgrad.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-qwen3"), arch="qwen3")
 

@@ -17,10 +17,10 @@ from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import rewrap_cache
 from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
-from agentgrad.testing import build_tiny_model
+from agentgrad.models.tiny import build_tiny_model
 from agentgrad.examples import PIPELINE
 from agentgrad import GraphSystem
-from agentgrad.config import load_system_config, apply_model_override
+from agentgrad.core.config import load_system_config, apply_model_override
 
 
 def pipeline_trace(model_path, question="What is the capital of France?"):

@@ -2,7 +2,7 @@ import pytest
 
 from agentgrad import Agent, Trace
 from agentgrad.attribution import Scorer
-from agentgrad.backward import VerbalLoss, backward, blamed_agents, cut, render_trajectories
+from agentgrad.blame.backward import VerbalLoss, backward, blamed_agents, cut, render_trajectories
 from agentgrad.core.agent import Prompt
 from agentgrad.models.fake import FakeModel
 from agentgrad.optim.optimizer import (DeterministicOptimizer, Failure, PromptOptimizer, StepInput, add_warning,

@@ -244,7 +244,7 @@ def _reading_judge(messages, tools):
 def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama, monkeypatch):
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.models.fake import FakeModel
-    from agentgrad.testing.server import OpenAICompatServer
+    from agentgrad.models.serve import OpenAICompatServer
 
     with OpenAICompatServer(FakeModel(responder=_reading_judge)) as srv:
         judge = Judge(make_judge(f"openai:judge@{srv.base_url}"))

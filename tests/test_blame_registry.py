@@ -11,12 +11,12 @@ import pytest
 
 from agentgrad import Agent, System, Trace
 from agentgrad.attribution import Scorer
-from agentgrad.backward import VerbalLoss, backward
+from agentgrad.blame.backward import VerbalLoss, backward
 from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.methods import ALIASES, DEFAULT_METHOD, canonical, edge_rule, select_methods
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.cli import main
-from agentgrad.config import validate
+from agentgrad.core.config import validate
 from agentgrad.core.system import Episode
 from agentgrad.errors import RegistryError
 from agentgrad.examples import PIPELINE

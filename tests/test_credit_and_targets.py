@@ -8,10 +8,10 @@ import pytest
 
 from agentgrad import Agent, Tool, Trace
 from agentgrad.attribution.graph import AttributionGraph, Edge
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.walk import kept_parents
 from agentgrad.cli import main
-from agentgrad.credit import credit_records, split_credit
+from agentgrad.blame.credit import credit_records, split_credit
 from agentgrad.errors import ConfigError, ModelError
 from agentgrad.models.fake import FakeModel
 from agentgrad.optim.optimizer import StepInput

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from agentgrad import Agent, System
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import Blame
 from agentgrad.errors import ConfigError
 from agentgrad.models.fake import FakeModel

@@ -7,7 +7,7 @@ import pytest
 
 from agentgrad import ConfigError, GraphError, GraphSystem, Trace
 from agentgrad.cli import main
-from agentgrad.config import SystemConfig, apply_model_override, load_system_config
+from agentgrad.core.config import SystemConfig, apply_model_override, load_system_config
 from agentgrad.models.fake import FakeModel
 from conftest import assert_spans_exact
 

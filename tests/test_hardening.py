@@ -12,9 +12,9 @@ import yaml
 from agentgrad import RunError
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
-from agentgrad.files import NameRegistry, RunFiles, check_new_output, safe_name
+from agentgrad.core.files import NameRegistry, RunFiles, check_new_output, safe_name
 from agentgrad.optim.config import ValidateConfig
-from agentgrad.redact import is_credential_key, redact_text, redacted
+from agentgrad.core.redact import is_credential_key, redact_text, redacted
 from agentgrad.runs.rundir import RunDir
 
 DATA = Path(os.environ.get("AGENTGRAD_DATA_DIR", "data"))

@@ -5,7 +5,7 @@ from agentgrad import Agent, ContextLengthError, GenerationSettings, ModelError,
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model, get_backend
 from agentgrad.errors import RegistryError
-from agentgrad.testing import build_tiny_model
+from agentgrad.models.tiny import build_tiny_model
 
 MSGS = [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "What is the capital of France?"}]
 

@@ -18,9 +18,9 @@ import pytest
 from agentgrad import ContextLengthError, GraphSystem, ModelError
 from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.backward import VerbalLoss, backward
-from agentgrad.config import apply_model_override, load_system_config
-from agentgrad.models.base import GenerationSettings
+from agentgrad.blame.backward import VerbalLoss, backward
+from agentgrad.core.config import apply_model_override, load_system_config
+from agentgrad.core.model import GenerationSettings
 from agentgrad.models.openai_compat import OpenAIModel
 from agentgrad.models.spec import embedded_gguf
 

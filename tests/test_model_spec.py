@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentgrad.cli import main
-from agentgrad.config import model_spec_from_value
+from agentgrad.core.config import model_spec_from_value
 from agentgrad.errors import ModelError
 from agentgrad.models import spec
 from agentgrad.models.spec import EMBEDDED, converted_gguf, embedded_gguf, resolve_model_path

@@ -17,7 +17,7 @@ from agentgrad.benchmarks.multiwoz.tools import Bookings
 from agentgrad.benchmarks.common import load_prompts
 from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
-from agentgrad.testing import OpenAICompatServer
+from agentgrad.models.serve import OpenAICompatServer
 
 DATA = Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "multiwoz"
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason="MultiWOZ data not found (set AGENTGRAD_DATA_DIR)")

@@ -8,7 +8,7 @@ from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.hf import HFModel
 from agentgrad.models.openai_compat import OpenAIModel
-from agentgrad.testing import OpenAICompatServer
+from agentgrad.models.serve import OpenAICompatServer
 from conftest import assert_spans_exact
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"

@@ -13,7 +13,7 @@ import pytest
 from agentgrad import Agent, Tool, Trace
 from agentgrad.attribution import Scorer
 from agentgrad.attribution.io import attribution_record
-from agentgrad.backward import VerbalLoss, backward
+from agentgrad.blame.backward import VerbalLoss, backward
 from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
 from agentgrad.report.html import render_report, word_diff, write_report
@@ -89,7 +89,7 @@ def hostile_run(root, tiny_llama):
     (run / "traces").mkdir(parents=True)
     (run / "attribution").mkdir()
     (run / "prompts").mkdir()
-    from agentgrad.files import safe_name
+    from agentgrad.core.files import safe_name
 
     name = safe_name(tr.id) + ".json"
     tr.save(run / "traces" / name)

@@ -16,7 +16,7 @@ import pytest
 from agentgrad import Agent, ModelError, Trace
 from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.models.base import GenerationSettings
+from agentgrad.core.model import GenerationSettings
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.hf import HFModel
 from agentgrad.models.spec import embedded_gguf

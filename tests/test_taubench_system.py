@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgrad.backward import backward
+from agentgrad.blame.backward import backward
 from agentgrad.benchmarks.common import parse_range, pass_hat_k
 from agentgrad.benchmarks.taubench.env import RetailDatabase, load_tasks
 from agentgrad.benchmarks.taubench.loss import reward_loss
@@ -17,7 +17,7 @@ from agentgrad.benchmarks.taubench.user import STOP, ScriptedUser, UserSimulator
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
 from agentgrad.models.fake import FakeModel
-from agentgrad.testing import OpenAICompatServer
+from agentgrad.models.serve import OpenAICompatServer
 from conftest import assert_spans_exact
 
 pytestmark = pytest.mark.skipif(

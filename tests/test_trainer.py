@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agentgrad import ConfigError
-from agentgrad.backward import cut
+from agentgrad.blame.backward import cut
 from agentgrad.cli import main
 from agentgrad.examples import PIPELINE
 

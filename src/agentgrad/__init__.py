@@ -4,7 +4,7 @@ Importing this package has no side effects: no files, clients, handlers or model
 """
 
 from agentgrad.core.agent import Agent, Output, Prompt
-from agentgrad.core.graph_system import GraphSystem
+from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.core.system import Episode, System
 from agentgrad.core.text import Text
 from agentgrad.core.tools import Tool
@@ -19,9 +19,9 @@ from agentgrad.errors import (
     RunError,
     TraceError,
 )
-from agentgrad.models.base import Generation, GenerationSettings, LanguageModel
+from agentgrad.core.model import Generation, GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model, list_backends, register_backend
-from agentgrad.backward import Trajectory, VerbalLoss
+from agentgrad.blame.backward import Trajectory, VerbalLoss
 from agentgrad.attribution.result import Attribution
 from agentgrad.api import attribute, blame, load_model, load_scorer, load_system, optimize
 

@@ -15,17 +15,17 @@ from typing import Any
 
 from agentgrad.attribution.result import Attribution
 from agentgrad.blame.methods import DEFAULT_METHOD as DEFAULT_BLAME
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import LanguageModel
+from agentgrad.core.model import LanguageModel
 
 
 
 def load_model(value: str, name: str = "default", **options: Any) -> LanguageModel:
     """A model from one value, as ``--model`` takes it: ``smollm2`` (embedded), ``gguf:FILE``, a folder
     or hub id (transformers), ``openai:MODEL@URL`` (any OpenAI-compatible server), ``tiny``."""
-    from agentgrad.config import model_spec_from_value
+    from agentgrad.core.config import model_spec_from_value
     from agentgrad.models.registry import create_model
 
     spec = model_spec_from_value(value)
@@ -34,8 +34,8 @@ def load_model(value: str, name: str = "default", **options: Any) -> LanguageMod
 
 def load_system(path: str | Path, model: LanguageModel | str | None = None) -> Any:
     """A declared system (YAML); ``model`` (a loaded model or a model value) replaces every model it names."""
-    from agentgrad.config import load_system_config
-    from agentgrad.core.graph_system import GraphSystem
+    from agentgrad.core.config import load_system_config
+    from agentgrad.runs.graph_system import GraphSystem
 
     cfg = load_system_config(path)
     if model is None:
@@ -53,8 +53,7 @@ def load_scorer(model: Any, **options: Any) -> Any:
     if isinstance(model, Scorer):
         return model
     if isinstance(model, HFModel):
-        return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path,
-                      max_context=model.max_context, **options)
+        return Scorer.from_model(model, **options)
     if isinstance(model, str):
         return Scorer(model, **options)
     raise ConfigError(f"a scorer needs a local white-box model (smollm2, a folder, gguf:FILE), not {type(model).__name__}")

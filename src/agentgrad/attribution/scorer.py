@@ -26,7 +26,7 @@ from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
-from agentgrad.models.hf import HFOptions, context_length, load_tokenizer_and_model
+from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 
 
 @dataclass
@@ -145,7 +145,7 @@ class Scorer:
             paths are bitwise equal; with ``sdpa`` (the default) they differ by kernel rounding
             (about 1e-6 relative per token gradient in fp32).
         prompt_weights: also score each call's own prompt (its system message) like a source, for
-            the credit split (:mod:`agentgrad.credit`); its tokens then take gradients too, so the
+            the credit split (:mod:`agentgrad.blame.credit`); its tokens then take gradients too, so the
             prefix cache covers only the template's header.
         batch_tokens: the default of :meth:`attribute`: calls that share a prefix are scored in
             padded batches of at most this many tokens (0: one at a time).
@@ -196,6 +196,12 @@ class Scorer:
         self.cache_stats = {"hits": 0, "misses": 0}
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
+
+    @classmethod
+    def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
+        """A scorer on a loaded local model: its weights are shared, not loaded again."""
+        return cls(tokenizer=model.tokenizer, model=model.model, path=model.options.path,
+                   max_context=model.max_context, **options)
 
     def describe(self) -> dict[str, Any]:
         return {"path": str(self.path), "dtype": self.dtype, "device": str(self.device), "mode": self.mode,

@@ -8,11 +8,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.config import SystemConfig, apply_model_override, read_yaml, validate
+from agentgrad.core.config import SystemConfig, apply_model_override, read_yaml, validate
 from agentgrad.core.agent import Agent, Prompt
 from agentgrad.core.tools import Tool
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model
 
 
@@ -109,26 +109,10 @@ def pass_hat_k(successes: dict[Any, list[bool]]) -> dict[int, float]:
 
 
 
-def make_scorer(models: dict[str, LanguageModel], scorer: str | None = None, dtype: str = "float32",
-                device: str = "cpu", model_name: str = "default") -> Any:
-    """The white-box scorer: ``scorer`` (a folder or hub id), else the system's own HF model."""
-    from agentgrad.attribution.scorer import Scorer
-    from agentgrad.models.hf import HFModel
-
-    if scorer:
-        return Scorer(scorer, dtype=dtype, device=device, on_too_long="skip")
-    model = models.get(model_name)
-    if not isinstance(model, HFModel):
-        raise ConfigError(f"the agents' model {model_name!r} is not a local Hugging Face model; give --scorer "
-                          f"PATH_OR_ID, a white-box model to attribute with")
-    return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path, on_too_long="skip",
-                  max_context=model.max_context)
-
-
 def make_optimizer(value: str | None, kind: str = "verbal", max_chars: int = 24000, max_new_tokens: int = 4096) -> Any:
     """The ``kind`` optimizer (verbal or target) on the model ``value`` (as ``--model`` takes it),
     else without an LLM (deterministic prompt edits, scripted targets)."""
-    from agentgrad.config import model_spec_from_value
+    from agentgrad.core.config import model_spec_from_value
     from agentgrad.optim.targets import optimizer_for
 
     model = None
@@ -149,7 +133,8 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     resume (``resume=True``); ``out/result.json`` holds the training summary and the metrics.
     """
     from agentgrad.blame.methods import canonical
-    from agentgrad.files import RunFiles
+    from agentgrad.core.files import RunFiles
+    from agentgrad.optim.run import build_scorer
     from agentgrad.optim.trainer import Trainer
     from agentgrad.runs.rundir import RunDir
 
@@ -161,7 +146,9 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     train_dir.started(digest)
     train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer,
                                      "optimizer_kind": optimizer_kind})
-    trainer = Trainer(task, make_scorer(models, scorer), optim, trainer_cfg, train_dir, method, 1,
+    sc = build_scorer(models, scorer, "default", hint="give --scorer PATH_OR_ID, a white-box model to attribute with",
+                      on_too_long="skip")
+    trainer = Trainer(task, sc, optim, trainer_cfg, train_dir, method, 1,
                       16, digest, on_event, concurrency)
     final = trainer.fit()
     eval_dir = RunDir(out / "eval", resume=resume and (out / "eval" / "events.jsonl").exists())

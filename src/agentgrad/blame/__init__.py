@@ -1,5 +1,7 @@
 """Blame: which agent of a failed episode is at fault, by one registry of methods and one walk.
 
+- :mod:`agentgrad.blame.backward`: :class:`VerbalLoss`, :class:`Trajectory` and :func:`backward` (the
+  trajectories of a loss along the kept edges), and their rendering for the optimizer;
 - :mod:`agentgrad.blame.context`: :class:`Blame` (agent, node, score) and :class:`BlameContext` (one
   episode as a method sees it, its gradients cached);
 - :mod:`agentgrad.blame.walk`: the backward walk over attribution (kept edges, paths, rules);
@@ -7,9 +9,10 @@
   controls; aliases; the loop's default);
 - :mod:`agentgrad.blame.outcome`: one episode blamed for the optimisation loop (blamed agents,
   trajectories);
-- :mod:`agentgrad.blame.judge`: the LLM-judge protocols.
+- :mod:`agentgrad.blame.judge`: the LLM-judge protocols;
+- :mod:`agentgrad.blame.credit`: an episode's score split over the nodes that produced it (conserved),
+  along the same kept edges.
 
 The benchmarks that measure these methods are :mod:`agentgrad.benchmarks.planted` and
-:mod:`agentgrad.benchmarks.whowhen`. Nothing is imported here: :mod:`agentgrad.backward` imports the
-walk, which this package's modules build on.
+:mod:`agentgrad.benchmarks.whowhen`. Nothing is imported here.
 """

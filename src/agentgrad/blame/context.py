@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.judge import steps_of
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, ModelError
 
@@ -36,7 +36,7 @@ _SYSTEM = ("You audit the log of a team of AI agents that failed at a task. Find
 
 def make_judge(spec: str) -> Any:
     """A judge model from ``BACKEND:VALUE`` (``openai:MODEL@URL``, ``openai:MODEL``, ``hf:PATH``, a folder)."""
-    from agentgrad.config import model_spec_from_value
+    from agentgrad.core.config import model_spec_from_value
     from agentgrad.models.registry import create_model
 
     if not spec.strip():
@@ -67,7 +67,7 @@ class Judge:
     """Asks a model about an episode's log; counts its requests."""
 
     def __init__(self, model: Any, max_new_tokens: int = 256):
-        from agentgrad.models.base import GenerationSettings
+        from agentgrad.core.model import GenerationSettings
 
         self.model, self.requests = model, 0
         self.last_reply = ""

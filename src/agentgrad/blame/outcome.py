@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrad.backward import Trajectory, VerbalLoss, trajectory
+from agentgrad.blame.backward import Trajectory, VerbalLoss, trajectory
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.methods import canonical, get_blame_method
 from agentgrad.blame.walk import root_paths

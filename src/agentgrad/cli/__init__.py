@@ -28,7 +28,7 @@ from agentgrad.cli.multiwoz import data_app, multiwoz_app
 from agentgrad.cli.taubench import taubench_app
 from agentgrad.cli.testing import testing_app
 from agentgrad.errors import AgentgradError
-from agentgrad.redact import redact_text
+from agentgrad.core.redact import redact_text
 
 testing_app.command("blame-model")(_blame.blame_model_command)
 bench_app.add_typer(taubench_app, name="taubench")

@@ -38,7 +38,7 @@ def bench_blame(
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import select_methods
     from agentgrad.errors import ConfigError
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
 
     topologies = list(E.TOPOLOGIES) if topology == "all" else [t.strip() for t in topology.split(",") if t.strip()]
     kinds = list(E.FAULTS) if faults == "all" else [f.strip() for f in faults.split(",") if f.strip()]
@@ -112,7 +112,7 @@ def blame_model_command(
 ) -> None:
     """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
     from agentgrad.benchmarks.planted.model import train_blame_model
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
 
     check_new_output(out_dir, overwrite, "dir")
     cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds or None, seed=seed)
@@ -146,7 +146,7 @@ def bench_whowhen(
     from agentgrad.blame.methods import needs_scorer, select_methods
     from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
     from agentgrad.errors import ConfigError
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
     from agentgrad.importers import import_whowhen
 
     if on_too_long not in ("skip", "error"):

@@ -25,8 +25,8 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
 ) -> None:
     """Run a system on every input, writing one trace per input."""
-    from agentgrad.config import apply_model_override, load_system_config
-    from agentgrad.core.graph_system import GraphSystem, topological_levels
+    from agentgrad.core.config import apply_model_override, load_system_config
+    from agentgrad.runs.graph_system import GraphSystem, topological_levels
     from agentgrad.runs.rundir import RunDir, check_run_dir
     from agentgrad.runs.runner import plan_inputs, read_jsonl, run_inputs
 
@@ -96,7 +96,7 @@ def attribute(
     from agentgrad.blame.methods import edge_rule
     from agentgrad.core.trace import Trace
 
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
 
     distributed = workers > 1 or ray_address is not None
     if distributed:

@@ -26,7 +26,7 @@ def export_credit(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing --out."),
 ) -> None:
     """Split each attributed episode's score (or loss) over its calls, inputs and tools; one record per node."""
-    from agentgrad.credit import export_credit as run_export
+    from agentgrad.blame.credit import export_credit as run_export
 
     n = run_export(run_dir, out, fmt=fmt, quantity=quantity, weight=weight, top_k=top_k or None, signed=signed,
                    self_share=self_share, tools=tools, overwrite=overwrite)

@@ -21,7 +21,7 @@ def import_command(
 ) -> None:
     """Import multi-agent logs as traces that attribute and the blame methods read unchanged."""
     from agentgrad.errors import ConfigError
-    from agentgrad.files import NameRegistry, RunFiles, check_new_output
+    from agentgrad.core.files import NameRegistry, RunFiles, check_new_output
     from agentgrad.importers import import_logs
 
     if src is not None and not src.is_file():

@@ -58,7 +58,7 @@ def multiwoz_score(
 ) -> None:
     """Score a predictions file without running anything: Inform, Success, JGA and slot figures."""
     from agentgrad.benchmarks.multiwoz.score import score_file
-    from agentgrad.files import RunFiles, check_new_output
+    from agentgrad.core.files import RunFiles, check_new_output
 
     if out is not None:
         check_new_output(out, overwrite, "dir")

@@ -24,7 +24,7 @@ def taubench_replay_gold(
 ) -> None:
     """Replay every task's gold actions through the environment and print the action reward."""
     from agentgrad.benchmarks.taubench.env import replay_gold
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
 
     if dump_db is not None:
         check_new_output(dump_db, overwrite, "dir")

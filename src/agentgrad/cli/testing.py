@@ -21,8 +21,8 @@ def tiny_model(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
-    from agentgrad.files import check_new_output
-    from agentgrad.testing.tiny import build_tiny_model
+    from agentgrad.core.files import check_new_output
+    from agentgrad.models.tiny import build_tiny_model
 
     check_new_output(out_dir, overwrite, "dir")
 
@@ -38,7 +38,7 @@ def serve(
 ) -> None:
     """Serve a local model as an OpenAI-compatible endpoint on 127.0.0.1 (for tests)."""
     from agentgrad.models.hf import HFModel
-    from agentgrad.testing.server import OpenAICompatServer
+    from agentgrad.models.serve import OpenAICompatServer
 
     srv = OpenAICompatServer(HFModel(path=str(model_dir)), fail_rate=fail_rate, port=port)
     console.print(f"serving {model_dir} at {srv.base_url} (Ctrl-C to stop)")

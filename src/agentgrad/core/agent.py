@@ -19,7 +19,7 @@ from agentgrad.core.text import Text, as_text
 from agentgrad.core.tools import Tool
 from agentgrad.core.trace import Node, Span, Trace, ToolCall, current_trace
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import Generation, GenerationSettings, LanguageModel
+from agentgrad.core.model import Generation, GenerationSettings, LanguageModel
 
 _invocations = itertools.count()
 

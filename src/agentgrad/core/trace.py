@@ -20,8 +20,8 @@ from typing import Any, Iterator
 
 from agentgrad.core.text import Text
 from agentgrad.errors import TraceError
-from agentgrad.files import write_json_atomic  # noqa: F401  (re-exported: the one write path)
-from agentgrad.redact import redacted
+from agentgrad.core.files import write_json_atomic  # noqa: F401  (re-exported: the one write path)
+from agentgrad.core.redact import redacted
 
 SCHEMA = "agentgrad.trace"
 SCHEMA_VERSION = 1
@@ -264,7 +264,7 @@ class Trace:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Trace":
-        from agentgrad.files import read_text
+        from agentgrad.core.files import read_text
 
         path = Path(path)
         raw = read_text(path, "trace file", TraceError)

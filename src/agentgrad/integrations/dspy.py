@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.core.trace import Node, Span, Trace
 from agentgrad.errors import ConfigError, ModelError, TraceError

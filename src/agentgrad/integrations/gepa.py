@@ -107,7 +107,7 @@ class GEPAAdapter:
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
-        from agentgrad.backward import cut
+        from agentgrad.blame.backward import cut
 
         out: dict[str, list[dict[str, Any]]] = {c: [] for c in components_to_update}
         for r in eval_batch.trajectories or []:

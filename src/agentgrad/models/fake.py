@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable
 
 from agentgrad.core.trace import ToolCall
 from agentgrad.errors import ConfigError, ModelError
-from agentgrad.models.base import Generation, GenerationSettings, ThreadedAsyncMixin
+from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
 
 Reply = "str | dict[str, Any] | Generation"
 

@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgrad.config import validate
+from agentgrad.core.config import validate
 from agentgrad.errors import ContextLengthError, ModelError
-from agentgrad.models.base import Generation, GenerationSettings, ThreadedAsyncMixin
+from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
 from agentgrad.models.toolparse import parse_tool_calls
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentgrad.config import validate
+from agentgrad.core.config import validate
 from agentgrad.core.trace import ToolCall
 from agentgrad.errors import ContextLengthError, ModelError
-from agentgrad.models.base import Generation, GenerationSettings
+from agentgrad.core.model import Generation, GenerationSettings
 
 
 class OpenAIOptions(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agentgrad.errors import RegistryError
-from agentgrad.models.base import LanguageModel
+from agentgrad.core.model import LanguageModel
 
 _BACKENDS: dict[str, Callable[..., LanguageModel]] = {}
 
@@ -54,7 +54,7 @@ def _ensure_builtins() -> None:
 
     def tiny(name: str, **o: Any) -> LanguageModel:
         from agentgrad.models.hf import HFModel
-        from agentgrad.testing.tiny import cached_tiny_model
+        from agentgrad.models.tiny import cached_tiny_model
 
         path = cached_tiny_model(arch=o.pop("arch", "llama"), seed=o.pop("seed", 0))
         return HFModel.shared(name=name, path=str(path), **o)

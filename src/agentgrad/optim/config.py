@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical
-from agentgrad.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
+from agentgrad.core.config import ModelSpec, SystemConfig, load_system_config, read_yaml, validate
 from agentgrad.errors import ConfigError
-from agentgrad.redact import REDACTED
+from agentgrad.core.redact import REDACTED
 
 
 class ScorerConfig(BaseModel):
@@ -28,7 +28,7 @@ class ScorerConfig(BaseModel):
     dtype: str = "float32"
     device: str = "cpu"
     on_too_long: Literal["error", "skip"] = "skip"
-    prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.credit)")
+    prompt_weights: bool = Field(False, description="also score each call's own prompt (for agentgrad.blame.credit)")
     batch_tokens: int = Field(0, ge=0, description="score calls that share a prefix in padded batches (0: one by one)")
 
     @field_validator("method")

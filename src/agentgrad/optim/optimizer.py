@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agentgrad.backward import VerbalLoss, cut
+from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.agent import Prompt
 from agentgrad.errors import AgentgradError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.optim import prompts as T
 
 

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.blame.methods import canonical
-from agentgrad.config import apply_model_override
-from agentgrad.core.graph_system import topological_levels
+from agentgrad.core.config import apply_model_override
+from agentgrad.runs.graph_system import topological_levels
 from agentgrad.errors import ConfigError
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model
@@ -22,18 +22,17 @@ from agentgrad.optim.trainer import Trainer
 from agentgrad.runs.rundir import RunDir, check_run_dir
 
 
-def build_scorer(cfg: OptimizeConfig, models: dict[str, Any]) -> Scorer:
-    sc = cfg.scorer
-    kw = dict(mode="cached", on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights, batch_tokens=sc.batch_tokens)
-    if sc.path:
-        return Scorer(sc.path, dtype=sc.dtype, device=sc.device, **kw)
-    model = models.get(sc.model or "")
-    if not isinstance(model, HFModel):
-        raise ConfigError(
-            f"scorer.model {sc.model!r} must name an hf or tiny model of the system (found "
-            f"{type(model).__name__ if model else 'none'}); give scorer.path for a separate white-box scorer"
-        )
-    return Scorer(tokenizer=model.tokenizer, model=model.model, path=model.options.path, **kw)
+def build_scorer(models: dict[str, Any], path: str | None = None, model: str | None = None,
+                 hint: str = "give scorer.path for a separate white-box scorer", **options: Any) -> Scorer:
+    """The white-box scorer: ``path`` (a folder or hub id) loaded on its own, else the system's model
+    named ``model`` (an hf or tiny model), whose weights are shared; ``options`` go to :class:`Scorer`."""
+    if path:
+        return Scorer(path, **options)
+    found = models.get(model or "")
+    if not isinstance(found, HFModel):
+        raise ConfigError(f"the scorer's model {model!r} must name an hf or tiny model of the system (found "
+                          f"{type(found).__name__ if found else 'none'}); {hint}")
+    return Scorer.from_model(found, **options)
 
 
 def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
@@ -75,7 +74,9 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
     with console.status("loading models"):
         models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in sys_cfg.models.items()}
     task = get_task(cfg.task)(sys_cfg, {k: base / v for k, v in cfg.data.items()}, models)
-    scorer = build_scorer(cfg, models)
+    sc = cfg.scorer
+    scorer = build_scorer(models, sc.path, sc.model, dtype=sc.dtype, device=sc.device, mode="cached",
+                          on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights, batch_tokens=sc.batch_tokens)
     optimizer = build_optimizer(cfg, models)
     run_dir = RunDir(out, resume=resume)
     run_dir.started(cfg.digest(), "configuration")  # a resumed run with another configuration is refused

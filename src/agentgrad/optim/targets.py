@@ -23,10 +23,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Protocol
 
-from agentgrad.backward import VerbalLoss, cut
+from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ModelError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.optim import prompts as T
 from agentgrad.optim.optimizer import (
     StepInput, StepResult, UpdateError, add_warning, ask_for_prompts, parse_reply, render_history,

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from agentgrad.backward import VerbalLoss
-from agentgrad.config import SystemConfig
-from agentgrad.core.graph_system import GraphSystem
+from agentgrad.blame.backward import VerbalLoss
+from agentgrad.core.config import SystemConfig
+from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.core.system import System
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError, RegistryError

@@ -12,29 +12,26 @@ deterministic backends, ends exactly as an uninterrupted run would.
 
 from __future__ import annotations
 
-import json
 import random
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.backward import Trajectory, VerbalLoss, render_trajectories
+from agentgrad.blame.backward import Trajectory, VerbalLoss, render_trajectories
 from agentgrad.blame.methods import DEFAULT_METHOD, edge_rule
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
-from agentgrad.core.trace import write_json_atomic
-from agentgrad.errors import AgentgradError, ConfigError, ModelError, RunError, TraceError
+from agentgrad.core.files import write_json_atomic
+from agentgrad.errors import AgentgradError, ConfigError, ModelError, TraceError
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, render_feedback
 from agentgrad.optim.tasks import Task
+from agentgrad.runs.checkpoint import read_checkpoint, rng_state, save_prompts, set_rng_state, write_checkpoint
 from agentgrad.runs.rundir import RunDir
 from agentgrad.runs.runner import run_jobs
-
-CHECKPOINT_VERSION = 1
 
 
 def get_prompts(system: System) -> dict[str, Prompt]:
@@ -118,42 +115,26 @@ class Trainer:
             seen[sid] = i
             run_dir.names.claim(sid)  # refuses two ids that would share a file name
     # --- paths and events -------------------------------------------------------------------
-    @property
-    def checkpoint_path(self) -> Path:
-        return self.run_dir.path / "checkpoint.json"
-
     def log(self, event: str, **fields: Any) -> None:
         record = self.run_dir.log(event, **fields)
         if self.on_event:
             self.on_event(record)
 
-    def _save_prompts(self, step: int, prompts: dict[str, str]) -> None:
-        write_json_atomic(self.run_dir.path / "prompts" / f"step-{step:04d}.json", prompts)
-
     # --- state --------------------------------------------------------------------------------
     def _state(self, next_sample: int, step: int, val_score: float | None, history: list, scores: dict,
                accepted: int, rejected: int) -> dict[str, Any]:
-        version, internal, gauss = self.rng.getstate()
         return {
-            "version": CHECKPOINT_VERSION, "config": self.digest, "next_sample": next_sample, "step": step,
+            "config": self.digest, "next_sample": next_sample, "step": step,
             "prompts": {n: p.text for n, p in get_prompts(self.system).items()}, "val_score": val_score,
             "history": history, "train_scores": scores, "accepted": accepted, "rejected": rejected,
-            "rng": {"python": [version, list(internal), gauss]},
+            "rng": rng_state(self.rng),
         }
 
     def _load(self) -> dict[str, Any] | None:
-        if not self.checkpoint_path.exists():
+        state = read_checkpoint(self.run_dir.path, self.digest)
+        if state is None:
             return None
-        try:
-            state = json.loads(self.checkpoint_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise RunError(f"cannot read {self.checkpoint_path}: {e}") from None
-        if state.get("version") != CHECKPOINT_VERSION:
-            raise RunError(f"{self.checkpoint_path} has version {state.get('version')!r}; expected {CHECKPOINT_VERSION}")
-        if self.digest and state.get("config") != self.digest:
-            raise RunError(f"the configuration changed since {self.run_dir.path} started; resume with the same one")
-        version, internal, gauss = state["rng"]["python"]
-        self.rng.setstate((version, tuple(internal), gauss))
+        set_rng_state(self.rng, state["rng"])
         set_prompts(self.system, state["prompts"])
         return state
 
@@ -184,7 +165,7 @@ class Trainer:
             record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
                                         trace_rel, self.weight)
             record["loss"] = loss.to_dict()
-            record["score"] = score.value  # what agentgrad.credit splits
+            record["score"] = score.value  # what agentgrad.blame.credit splits
             record["trajectories"] = [t.to_dict() for t in trajs]
             record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
             pairs: dict[str, list[tuple[str, str]]] = {}
@@ -294,7 +275,7 @@ class Trainer:
         history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
                         "accepted": accepted, "notes": res.notes})
         if accepted:
-            self._save_prompts(step, {n: p.text for n, p in get_prompts(self.system).items()})
+            save_prompts(self.run_dir.path, step, {n: p.text for n, p in get_prompts(self.system).items()})
             return True, new_val
         return False, val_score
 
@@ -304,8 +285,8 @@ class Trainer:
         if state is None:
             val_score = self.evaluate(self.val) if self.val else None
             state = self._state(0, 0, val_score, [], {}, 0, 0)
-            self._save_prompts(0, state["prompts"])
-            write_json_atomic(self.checkpoint_path, state)
+            save_prompts(self.run_dir.path, 0, state["prompts"])
+            write_checkpoint(self.run_dir.path, state)
             self.log("train_started", samples=len(self.train), step_every=self.cfg.step_every, val_score=val_score)
         else:
             self.log("resumed", next_sample=state["next_sample"], step=state["step"])
@@ -326,7 +307,7 @@ class Trainer:
             accepted += verdict is True
             rejected += verdict is False
             i += len(batch_examples)
-            write_json_atomic(self.checkpoint_path, self._state(i, step, val_score, history, scores, accepted, rejected))
+            write_checkpoint(self.run_dir.path, self._state(i, step, val_score, history, scores, accepted, rejected))
         final = {
             "prompts": {n: p.text for n, p in get_prompts(self.system).items()},
             "train_scores": scores,

@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from agentgrad.errors import ReportError
-from agentgrad.files import safe_name
-from agentgrad.redact import redacted
+from agentgrad.core.files import safe_name
+from agentgrad.core.redact import redacted
 
 _HIDDEN_EVENT_KEYS = {"time", "event", "trace", "turns", "replies", "actions"}
 

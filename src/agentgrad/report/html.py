@@ -29,7 +29,7 @@ from markupsafe import Markup
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ReportError, RunError
-from agentgrad.files import write_atomic
+from agentgrad.core.files import write_atomic
 from agentgrad.report.collect import collect, worst_episodes
 from agentgrad.report.episode import episode_view
 

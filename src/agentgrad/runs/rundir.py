@@ -1,7 +1,7 @@
 """The run directory: resolved config, an append-only events log, one trace per episode.
 
-Everything goes through :class:`agentgrad.files.RunFiles` (confined, atomic writes) and
-:mod:`agentgrad.redact` (no secret reaches a file).
+Everything goes through :class:`agentgrad.core.files.RunFiles` (confined, atomic writes) and
+:mod:`agentgrad.core.redact` (no secret reaches a file).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, Iterator
 import yaml
 
 from agentgrad.errors import ConfigError, RunError
-from agentgrad.files import NameRegistry, RunFiles
-from agentgrad.redact import redacted
+from agentgrad.core.files import NameRegistry, RunFiles
+from agentgrad.core.redact import redacted
 
 # What a run directory holds before any unit of work finished: a failed start leaves only these,
 # and a later start may reuse such a folder without --resume.
@@ -82,7 +82,7 @@ class RunDir:
         return self.path / "events.jsonl"
 
     def sample_path(self, folder: str, sample_id: Any, suffix: str = ".json") -> Path:
-        """``folder/<safe name of sample_id><suffix>`` inside the run; see :func:`agentgrad.files.safe_name`.
+        """``folder/<safe name of sample_id><suffix>`` inside the run; see :func:`agentgrad.core.files.safe_name`.
 
         Two different samples that would share a file are refused (:class:`NameRegistry`).
         """

@@ -13,8 +13,8 @@ from typing import Any, Callable
 from agentgrad.core.system import System, wrap_inputs
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
-from agentgrad.files import read_text
-from agentgrad.redact import redact_text
+from agentgrad.core.files import read_text
+from agentgrad.core.redact import redact_text
 from agentgrad.runs.rundir import RunDir
 
 

@@ -1,7 +1,5 @@
-"""Offline helpers for tests (ours and users'): tiny models, a fake model, a local server."""
+"""Helpers for tests only (the CLI fuzzer); library code never imports this package.
 
-from agentgrad.models.fake import FakeModel
-from agentgrad.testing.server import OpenAICompatServer
-from agentgrad.testing.tiny import ARCHS, build_tiny_model, build_tokenizer
-
-__all__ = ["ARCHS", "FakeModel", "OpenAICompatServer", "build_tiny_model", "build_tokenizer"]
+The offline test model and the local OpenAI-compatible server are library features:
+:mod:`agentgrad.models.tiny` and :mod:`agentgrad.models.serve`.
+"""

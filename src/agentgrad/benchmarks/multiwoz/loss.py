@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.multiwoz.evaluator import compare_states, goal_of
 from agentgrad.benchmarks.multiwoz.system import WORKERS, DialogueOutcome
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.common import apply_overrides, create_models, load_prompts, train_then_evaluate
 from agentgrad.runs.runner import run_jobs
 from agentgrad.benchmarks.data import benchmark_dir

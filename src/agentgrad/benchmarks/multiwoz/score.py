@@ -32,7 +32,7 @@ from agentgrad.benchmarks.multiwoz.evaluator import goal_of, venue_verdict
 from agentgrad.benchmarks.multiwoz.standard_input import (file_domains, gold_state, predicted_state, slot_domains,
                                                           standard_slot)
 from agentgrad.errors import ConfigError
-from agentgrad.files import read_text
+from agentgrad.core.files import read_text
 
 # the standard evaluator's slot names (lower case, spaces removed) -> ours; the booking slots of
 # hotels and restaurants go without their "book" in some files ("people", "day", "stay", "time")

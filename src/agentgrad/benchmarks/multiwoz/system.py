@@ -26,14 +26,14 @@ from agentgrad.benchmarks.multiwoz.data import DOMAINS, Dialogue, Turn, normaliz
 from agentgrad.benchmarks.multiwoz.db import VenueDB
 from agentgrad.benchmarks.multiwoz.evaluator import delexicalize
 from agentgrad.benchmarks.multiwoz.tools import DOMAIN_TOOLS, SPECS, Bookings, make_tools, state_updates
-from agentgrad.config import SystemConfig
+from agentgrad.core.config import SystemConfig
 from agentgrad.core.agent import Output, tool_report
 from agentgrad.core.system import System
 from agentgrad.core.text import Text
 from agentgrad.core.tools import Tool
 from agentgrad.core.trace import Trace, current_trace
 from agentgrad.errors import ConfigError, ModelError
-from agentgrad.models.base import LanguageModel
+from agentgrad.core.model import LanguageModel
 
 _BOOKINGS: contextvars.ContextVar[Bookings] = contextvars.ContextVar("agentgrad_multiwoz_bookings")
 WORKERS = {d: f"{d}_worker" for d in DOMAINS}

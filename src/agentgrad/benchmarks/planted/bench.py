@@ -23,7 +23,7 @@ from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.errors import ConfigError
-from agentgrad.files import RunFiles
+from agentgrad.core.files import RunFiles
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -142,7 +142,7 @@ def _write_episode(files: RunFiles, trace: Any, loss: Any, ctx: BlameContext, sc
     attribution with the top-1 trajectories, for ``agentgrad report``."""
     from agentgrad.attribution.io import attribution_record
     from agentgrad.attribution.scorer import build_graph
-    from agentgrad.backward import backward
+    from agentgrad.blame.backward import backward
 
     rel = f"traces/{trace.id}.json"
     files.write_json("traces", f"{trace.id}.json", data=trace.to_dict())

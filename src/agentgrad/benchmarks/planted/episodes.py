@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Node, Trace, join_blocks
 from agentgrad.errors import ConfigError
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.core.tools import Tool
-from agentgrad.files import RunFiles
+from agentgrad.core.files import RunFiles
 from agentgrad.errors import ConfigError
 
 SPLITS = ("train", "dev", "test")

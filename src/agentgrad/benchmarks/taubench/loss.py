@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.taubench import tools as T
 from agentgrad.benchmarks.taubench.system import TOOL_OWNER, RetailOutcome
 from agentgrad.core.trace import Trace

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.common import apply_overrides, create_models, parse_range, pass_hat_k, train_then_evaluate
 from agentgrad.runs.runner import run_jobs
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailTask, load_tasks
@@ -21,10 +21,10 @@ from agentgrad.benchmarks.taubench.loss import reward_loss
 from agentgrad.benchmarks.taubench.system import (RetailOutcome, RetailSystem, build_system, load_retail_config,
                                                   read_policy)
 from agentgrad.benchmarks.taubench.user import UserSimulator, load_user_rules
-from agentgrad.config import SystemConfig, model_spec_from_value
+from agentgrad.core.config import SystemConfig, model_spec_from_value
 from agentgrad.core.trace import Trace, write_json_atomic
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import GenerationSettings
+from agentgrad.core.model import GenerationSettings
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.tasks import Score
 from agentgrad.optim.trainer import set_prompts

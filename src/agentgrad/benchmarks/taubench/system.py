@@ -25,14 +25,14 @@ from agentgrad.benchmarks.common import build_agents, load_prompts, named_line, 
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, RetailTask, Reward
 from agentgrad.benchmarks.taubench.user import User
-from agentgrad.config import SystemConfig
+from agentgrad.core.config import SystemConfig
 from agentgrad.core.agent import Output, tool_report, transcript
 from agentgrad.core.system import System
 from agentgrad.core.text import Text
 from agentgrad.core.tools import Tool
 from agentgrad.core.trace import current_trace
 from agentgrad.errors import ConfigError, ModelError
-from agentgrad.models.base import LanguageModel
+from agentgrad.core.model import LanguageModel
 
 WORKERS: dict[str, list[str]] = {
     "user_resolution": ["find_user_id_by_email", "find_user_id_by_name_zip", "get_user_details"],

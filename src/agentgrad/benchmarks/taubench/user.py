@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from agentgrad.benchmarks.data import benchmark_dir
 from agentgrad.errors import ConfigError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 
 STOP = "###STOP###"
 

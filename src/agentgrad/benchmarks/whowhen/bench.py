@@ -26,12 +26,12 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.planted.bench import top1_credit, wilson
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.core.trace import Trace
-from agentgrad.files import RunFiles
+from agentgrad.core.files import RunFiles
 
 DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
                    "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last")

@@ -23,7 +23,7 @@ def run(selector_name: str, model: str, reflection: Any, budget: int, seed: int)
     import gepa
 
     from agentgrad.attribution.scorer import Scorer
-    from agentgrad.config import apply_model_override, load_system_config
+    from agentgrad.core.config import apply_model_override, load_system_config
     from agentgrad.examples import PIPELINE
     from agentgrad.integrations.gepa import GBCComponentSelector, GEPAAdapter
     from agentgrad.models.hf import HFModel
@@ -56,8 +56,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="write the comparison as JSON")
     a = ap.parse_args()
-    from agentgrad.config import model_spec_from_value
-    from agentgrad.models.base import GenerationSettings
+    from agentgrad.core.config import model_spec_from_value
+    from agentgrad.core.model import GenerationSettings
     from agentgrad.models.registry import create_model
     from agentgrad.integrations.gepa import require_gepa
 
@@ -68,8 +68,8 @@ def main() -> None:
         lm = create_model("reflection", spec.backend, **spec.options())
     else:
         from agentgrad.models.hf import HFModel
-        from agentgrad.testing import build_tiny_model
-        from agentgrad.testing.server import OpenAICompatServer
+        from agentgrad.models.tiny import build_tiny_model
+        from agentgrad.models.serve import OpenAICompatServer
 
         tiny = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
         server = OpenAICompatServer(HFModel(path=str(tiny), max_context=32768)).start()

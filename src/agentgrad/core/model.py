@@ -1,4 +1,8 @@
-"""The protocol every model backend implements, and the data it exchanges."""
+"""The protocol every model backend implements, and the data it exchanges.
+
+An :class:`~agentgrad.core.agent.Agent` calls a :class:`LanguageModel`; the backends that implement it
+(fake, Hugging Face, OpenAI-compatible, tiny) live in :mod:`agentgrad.models`.
+"""
 
 from __future__ import annotations
 

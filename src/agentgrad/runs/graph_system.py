@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgrad.config import SystemConfig
+from agentgrad.core.config import SystemConfig
 from agentgrad.core.agent import Agent, Prompt
 from agentgrad.core.system import System
 from agentgrad.errors import GraphError
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model
 
 

@@ -1,8 +1,9 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1, answering from any
 :class:`LanguageModel` (a tiny HF model, a fake script), with injected failures.
 
-Made for tests of the ``openai`` backend: it speaks HTTP and the wire format, so the client's
-retries, timeouts and tool-call handling are exercised for real. Loopback only.
+Serves a local model to any OpenAI-compatible client (``agentgrad testing serve``), and the tests of
+the ``openai`` backend use it: it speaks HTTP and the wire format, so the client's retries, timeouts
+and tool-call handling are exercised for real. Loopback only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentgrad.models.base import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel
 
 
 def _from_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,8 +9,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentgrad.errors import ConfigError
-from agentgrad.redact import redacted  # noqa: F401  (configurations are written redacted)
-from agentgrad.models.base import GenerationSettings
+from agentgrad.core.redact import redacted  # noqa: F401  (configurations are written redacted)
+from agentgrad.core.model import GenerationSettings
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -71,7 +71,7 @@ def validate(model: type[T], data: Any, where: str) -> T:
 
 
 def read_yaml(path: str | Path) -> Any:
-    from agentgrad.files import read_text
+    from agentgrad.core.files import read_text
 
     path = Path(path)
     text = read_text(path, "configuration file")

@@ -136,13 +136,13 @@ def credit_records(run_dir: Any, *, quantity: Literal["score", "loss"] = "score"
 
     The episode's score is the one its attribution file records (older runs: the ``sample`` event of
     ``events.jsonl``, read only then); ``loss`` splits ``1 - score``. Memory: one episode at a time,
-    plus the list of file names. See :mod:`agentgrad.credit` for the rule.
+    plus the list of file names. See :mod:`agentgrad.blame.credit` for the rule.
     """
     import json
     from pathlib import Path
 
     from agentgrad.core.trace import Trace
-    from agentgrad.files import safe_name
+    from agentgrad.core.files import safe_name
 
     run = Path(run_dir)
     att_dir = run / "attribution"
@@ -213,7 +213,7 @@ def export_credit(run_dir: Any, out: Any, *, fmt: str = "jsonl", quantity: str =
     import os
     from pathlib import Path
 
-    from agentgrad.files import check_new_output
+    from agentgrad.core.files import check_new_output
 
     if fmt not in FORMATS:
         raise ConfigError(f"--format takes {' or '.join(FORMATS)}, got {fmt!r}")

@@ -1,0 +1,29 @@
+"""What every importer returns: the traces and the records that could not be read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentgrad.core.trace import Trace
+
+FORMATS = ("chat", "otel", "whowhen")
+WHOWHEN_SUBSETS = {"hand": "Hand-Crafted", "algorithm": "Algorithm-Generated"}
+
+
+@dataclass
+class ImportResult:
+    traces: list[Trace] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # "where: what is wrong", one per record not imported
+
+
+class BadRecord(Exception):
+    """A record that cannot be imported (the message names the field)."""
+
+
+def text_field(value: Any, what: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadRecord(f"{what} must be a string")
+    return value
