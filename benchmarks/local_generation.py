@@ -1,12 +1,16 @@
 """Tokens per second of local generation on SmolLM2: 1 vs 8 concurrent episodes, and the llama.cpp server.
 
-    python benchmarks/local_generation.py [--episodes 16] [--json benchmarks/local-generation-cpu-2core.json]
+    python benchmarks/local_generation.py [--episodes 24] [--workload short|long] [--json FILE]
 
-Runs the demo's system (examples/lookup: two agents, greedy, 16 new tokens at most) on its 24
-questions: with transformers in this process one episode at a time, then 8 at once (concurrent
-greedy calls are decoded in one batch), then, when llama-cpp-python[server] is installed, against
-llama.cpp's OpenAI-compatible server on the same GGUF file (1 and 4 requests in flight). Tokens are
-completion tokens as each backend counts them. Run it alone on the machine.
+Runs the demo's system (examples/lookup: two agents, greedy) on its 24 questions: with transformers
+in this process one episode at a time, then 8 at once (concurrent greedy calls are decoded in one
+batch), then, when llama-cpp-python[server] is installed, against llama.cpp's OpenAI-compatible
+server on the same GGUF file (1 and 4 requests in flight). Tokens are completion tokens as each
+backend counts them. Run it alone on the machine.
+
+Two workloads: ``short`` is the demo's (answers of about 7 tokens after a prompt of about 100: the
+prompt's forward pass dominates), ``long`` asks each agent to describe the record in three
+sentences with up to 64 new tokens (decoding dominates, which batching amortises).
 """
 
 from __future__ import annotations
@@ -38,9 +42,13 @@ def measure(system: GraphSystem, examples: list[dict], concurrency: int) -> dict
             "tokens_per_s": round(tokens / seconds, 1)}
 
 
-def system_for(model: str) -> GraphSystem:
+def system_for(model: str, workload: str = "short") -> GraphSystem:
     cfg = load_system_config(LOOKUP / "system.yaml")
     apply_model_override(cfg, f"default={model}")
+    if workload == "long":
+        cfg.settings.max_new_tokens = 64
+        for a in cfg.agents.values():
+            a.prompt = "You describe what you are given in three full sentences.\n"
     return GraphSystem(cfg)
 
 
@@ -65,29 +73,30 @@ def llama_server() -> tuple[subprocess.Popen, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=24)
+    ap.add_argument("--workload", choices=["short", "long"], default="short")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     examples = (read_jsonl(LOOKUP / "train.jsonl") + read_jsonl(LOOKUP / "val.jsonl"))[: a.episodes]
     rows = []
-    hf = system_for("smollm2")
+    hf = system_for("smollm2", a.workload)
     hf.run(examples[0])  # load and warm up
     for c in (1, 8):
-        rows.append({"backend": "transformers (float32)", **measure(hf, examples, c)})
+        rows.append({"backend": "transformers (float32)", "workload": a.workload, **measure(hf, examples, c)})
         print(rows[-1], flush=True)
     if importlib.util.find_spec("llama_cpp") is not None:
         proc, url = llama_server()
         try:
-            srv = system_for(f"openai:smollm2@{url}")
+            srv = system_for(f"openai:smollm2@{url}", a.workload)
             srv.run(examples[0])
             for c in (1, 4):
-                rows.append({"backend": "llama.cpp server (Q4_1)", **measure(srv, examples, c)})
+                rows.append({"backend": "llama.cpp server (Q4_1)", "workload": a.workload, **measure(srv, examples, c)})
                 print(rows[-1], flush=True)
         finally:
             proc.terminate()
     else:
         print("llama-cpp-python[server] is not installed: the server rows are left out")
     for r in rows:
-        print(f"{r['backend']:<26} concurrency {r['concurrency']:>2}: {r['tokens_per_s']:6.1f} tokens/s "
+        print(f"{r['backend']:<26} {r['workload']:<5} concurrency {r['concurrency']:>2}: {r['tokens_per_s']:6.1f} tokens/s "
               f"({r['tokens']} tokens, {r['episodes']} episodes, {r['seconds']} s)")
     if a.json:
         with open(a.json, "w") as f:

@@ -13,7 +13,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from agentgrad import Agent, Trace
-from agentgrad.backward import VerbalLoss
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.ablation import bench as B
 from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS, Case, cases, make_splits
 from agentgrad.blame.methods import canonical, needs_scorer, select_methods

@@ -43,10 +43,10 @@ from agentgrad.attribution.scorer import Scorer
 from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS, Case, cases, make_splits
 from agentgrad.benchmarks.ablation.figure import write_figures
 from agentgrad.blame.methods import DEFAULT_METHOD
-from agentgrad.config import model_spec_from_value, validate
+from agentgrad.core.config import model_spec_from_value, validate
 from agentgrad.core.trace import Trace, write_json_atomic
 from agentgrad.errors import AgentgradError, ConfigError
-from agentgrad.models.base import ThreadedAsyncMixin
+from agentgrad.core.model import ThreadedAsyncMixin
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model
 from agentgrad.optim.config import TrainerConfig
@@ -179,8 +179,7 @@ class Ablation:
             raise ConfigError(f"--model {model!r} must be a local (hf, gguf: or embedded) model: it is also the "
                               f"white-box scorer")
         self.model = memo_model(inner)
-        self.scorer = MemoScorer(Scorer(tokenizer=inner.tokenizer, model=inner.model, path=inner.options.path,
-                                        mode="cached", on_too_long="skip", prompt_weights=True))
+        self.scorer = MemoScorer(Scorer.from_model(inner, mode="cached", on_too_long="skip", prompt_weights=True))
         self.optimizer_model = self.model
         if optimizer_model and optimizer_model != model:
             ospec = model_spec_from_value(optimizer_model)

@@ -36,7 +36,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from agentgrad.config import SystemConfig, validate
+from agentgrad.core.config import SystemConfig, validate
 
 FIELDS = {"city": "City", "pet": "Pet", "colour": "Favourite colour"}
 QUESTION = {"city": "What is {name}'s city?", "pet": "What is {name}'s pet?",
