@@ -375,11 +375,12 @@ def markdown_table(summary: dict[str, Any]) -> str:
     for c in summary["cases"]:
         lines.append(f"| {c['case']} | {c['bugged_agent']} | {c['clean_test']:.2f} | {c['bugged_test']:.2f} | "
                      f"{'yes' if c['kept'] else 'no'} |")
-    lines += ["", "| blame | runs | blame accuracy | test after | recovered damage | defect removed | only bugged "
-                  "agent edited | prompt growth (chars) | calls asked / generated | s per run |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| blame | runs | blame accuracy | blame precision | test after | recovered damage | defect removed | "
+                  "only bugged agent edited | prompt growth (chars) | calls asked / generated | s per run |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for m, s in summary["methods"].items():
-        lines.append(f"| {m} | {s['runs']} | {ci(s['blame_accuracy'])} | {ci(s['test_after'])} | {ci(s['recovered'])} | "
+        lines.append(f"| {m} | {s['runs']} | {ci(s['blame_accuracy'])} | {ci(s['blame_precision'])} | "
+                     f"{ci(s['test_after'])} | {ci(s['recovered'])} | "
                      f"{s['defect_removed']:.2f} | {s['only_bugged_edited']:.2f} | {s['prompt_growth'][0]:.0f} | "
                      f"{s['calls']:.0f} / {s['generated']:.0f} | {s['seconds']:.0f} |")
     return "\n".join(lines) + "\n"
