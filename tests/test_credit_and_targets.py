@@ -120,6 +120,7 @@ def test_signed_weights_and_skipped_calls():
         split_credit({**a, "loss": {"targets": []}}, 1.0)
 
 
+@pytest.mark.slow
 def test_conservation_on_every_episode_of_a_demo_run(demo_run):
     files = sorted((demo_run / "attribution").glob("*.json"))
     assert len(files) == 9
@@ -216,6 +217,7 @@ def test_target_optimizer_updates_from_pairs_and_validates():
     assert empty.skipped
 
 
+@pytest.mark.slow
 def test_pipeline_with_the_target_optimizer(tmp_path):
     out = tmp_path / "t"
     assert main(["optimize", str(PIPELINE / "optimize.yaml"), "--out", str(out), "--optimizer", "target"]) == 0

@@ -44,6 +44,7 @@ def test_workers_without_ray_is_one_line(pipeline_run, tiny_llama, tmp_path, mon
     assert not (tmp_path / "a").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RAY, reason="ray tests: Ray is not installed (pip install -e '.[ray]')")
 def test_two_ray_workers_equal_one_scorer_and_resume(pipeline_run, tiny_llama, tmp_path):
     one, two = tmp_path / "one", tmp_path / "two"

@@ -145,6 +145,7 @@ def test_blame_votes_and_ties():
     assert GBCComponentSelector(top_k=1)(None, [R("c"), R("a")], [], 0, cand) == ["a"]  # a tie: the candidate's order
 
 
+@pytest.mark.slow
 @needs_gepa
 def test_the_gepa_example_runs_both_selectors_on_the_tiny_model():
     """examples/gepa/compare.py end to end on the pipeline (tiny model; a scripted reflection model)."""

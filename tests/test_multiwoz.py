@@ -157,6 +157,7 @@ def test_active_domain_estimate():
 
 
 # --- systems ---------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_gold_system_scores_jga_and_f1_100(tmp_path, capsys):
     out = tmp_path / "gold"
     assert main(["bench", "multiwoz", "evaluate", "--system", "gold", "--out", str(out)]) == 0
@@ -300,6 +301,7 @@ def test_inform_success_loss_targets_the_responder(db):
     assert "find_restaurant" in text and "Inform 0" in text
 
 
+@pytest.mark.slow
 def test_cli_multi_on_tiny_model_and_independent_metrics(tmp_path):
     out = tmp_path / "multi"
     assert main(["bench", "multiwoz", "evaluate", "--system", "multi", "--n", "2", "--model", "tiny",
@@ -339,6 +341,7 @@ def test_cli_single_against_openai_compatible_server(tmp_path, tiny_llama):
     assert len(recs) == 2 and all(r["error"] is None and r["turns"] for r in recs)
 
 
+@pytest.mark.slow
 def test_cli_optimize_on_tiny_model(tmp_path):
     out = tmp_path / "opt"
     assert main(["bench", "multiwoz", "optimize", "--system", "multi", "--model", "tiny", "--samples", "2",
@@ -425,6 +428,7 @@ def _standard_shape(preds):
     return out
 
 
+@pytest.mark.slow
 def test_score_reads_both_shapes_and_reports_bad_input(tmp_path, capsys):
     run = tmp_path / "gold"
     assert main(["bench", "multiwoz", "evaluate", "--system", "gold", "--out", str(run), "--n", "20"]) == 0

@@ -148,6 +148,7 @@ _PMUL3688 = [
 ]
 
 
+@pytest.mark.slow
 @needs_data
 def test_a_dialogue_with_fewer_turns_is_scored_on_the_turns_it_has(tmp_path, capsys):
     def score(turns, name):

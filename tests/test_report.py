@@ -230,6 +230,7 @@ def test_demo_report_in_chromium(demo_run, page):
     assert not [c for c in page.seen["console"] if c[0] in ("error", "pageerror")]
 
 
+@pytest.mark.slow
 @browser
 def test_benchmark_report_in_chromium(tmp_path, tiny_llama, page):
     """A tiny-model MultiWOZ evaluation, attributed with agentgrad attribute: verdicts link to episodes."""

@@ -54,6 +54,7 @@ def test_fresh_copies_are_never_shared(database):
     assert database.hash(a.db) == data_hash(a.db) != database.hash(b.db) == data_hash(b.db)
 
 
+@pytest.mark.slow
 def test_copy_on_write_databases_hash_and_leave_the_shared_one_unchanged(database):
     """Every gold replay of every split: the copy-on-write hash equals the full one, and the database
     read from disk is exactly as it was (no tool wrote to a record it shares)."""

@@ -275,6 +275,7 @@ def _episodes(run):
     return [json.loads(l) for l in (run / "events.jsonl").read_text().splitlines() if '"episode"' in l]
 
 
+@pytest.mark.slow
 def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
     run = tmp_path / "run"
     args = ["bench", "taubench", "evaluate", "--out", str(run), "--tasks", "0-1", "--max-steps", "1",
@@ -297,6 +298,7 @@ def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
     assert main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "r2"), "--system", "nope"]) == 2
 
 
+@pytest.mark.slow
 def test_cli_optimize_on_tiny_models(tmp_path):
     out = tmp_path / "opt"
     code = main(["bench", "taubench", "optimize", "--out", str(out), "--samples", "2", "--tasks", "0",

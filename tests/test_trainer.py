@@ -83,6 +83,7 @@ def test_demo_bullets_come_from_each_agents_own_failures(demo_run):
     assert checked
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path, concurrency):
     """kill -9 in the middle of `agentgrad optimize`, then --resume: same prompts and scores, at any
@@ -256,6 +257,7 @@ def continue_command(err: str) -> list[str]:
     return shlex.split(lines[0].split("continue with: ", 1)[1])
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_what_was_kept_and_the_command_it_prints_finishes_the_demo(demo_run, tmp_path):
     """Ctrl-C in the middle of `agentgrad demo`: exit 130 and one line naming what was kept and the
     command that continues it; that command ends as the uninterrupted demo did, report included."""

