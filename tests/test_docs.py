@@ -116,3 +116,22 @@ def test_the_readme_python_example_runs_and_blames_the_reader(monkeypatch, capsy
     printed = capsys.readouterr().out.strip().splitlines()[-1]
     ranking = eval(printed, {})  # a list of (agent, score) tuples, as the README shows
     assert ranking[0][0] == "reader" and ranking[0][1] >= max(s for _, s in ranking)
+
+
+def test_every_cli_command_is_in_the_cli_reference():
+    import typer
+
+    from agentgrad.cli import app
+
+    paths: list[str] = []
+
+    def walk(c, path):
+        if getattr(c, "commands", None):
+            for name, sub in c.commands.items():
+                walk(sub, [*path, name])
+        else:
+            paths.append(" ".join(path))
+
+    walk(typer.main.get_command(app), ["agentgrad"])
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert len(paths) >= 20 and not [p for p in paths if f"`{p}`" not in text]
