@@ -49,6 +49,7 @@ def system_for(model: str, workload: str = "short") -> GraphSystem:
         cfg.settings.max_new_tokens = 64
         for a in cfg.agents.values():
             a.prompt = "You describe what you are given in three full sentences.\n"
+            a.protected = []
     return GraphSystem(cfg)
 
 

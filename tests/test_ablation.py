@@ -98,6 +98,47 @@ def test_mean_ci_and_the_summary_on_hand_worked_rows(tmp_path):
     assert "<circle" in paths[1].read_text()
 
 
+def test_the_report_of_an_ablation_shows_its_cases_methods_and_figures(tmp_path):
+    from agentgrad.report.html import write_report
+
+    cases_rows = [{"case": "c1", "bugged_agent": "a", "clean_test": 0.8, "bugged_test": 0.4, "kept": True, "seconds": 3.0},
+                  {"case": "c2", "bugged_agent": "b", "clean_test": 0.5, "bugged_test": 0.6, "kept": False}]
+    row = dict(case="c1", method="oracle", seed=0, bugged_agent="a", blame_accuracy=1.0, blame_precision=1.0,
+               test_before=0.4, test_curve=[0.6, 0.8], test_after=0.8, recovered=1.0, defect_removed=True,
+               edited=["a"], prompt_growth=-40, calls=10, generated=4, seconds=2.0)
+    s = B.summarize(cases_rows, [row, dict(row, seed=1, test_curve=[0.4, 0.6], test_after=0.6, recovered=0.5)],
+                    ["oracle"])
+    for name, rows in (("cases.jsonl", cases_rows), ("results.jsonl", [row, dict(row, seed=1, test_curve=[0.4, 0.6],
+                                                                                   test_after=0.6, recovered=0.5)])):
+        (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "summary.json").write_text(json.dumps(dict(s, seconds_total=7.0)))
+    res = write_report(tmp_path)
+    page = res.path.read_text()
+    assert res.path == tmp_path / "report.html" and res.warnings == []
+    assert "prompt-bug ablation" in page and "dropped (the defect does not hurt)" in page
+    assert "<td>oracle</td><td class=\"num\">2</td><td class=\"num\">1.00 [1.00, 1.00]</td>" in page
+    assert "0.70 [" in page  # test after: the mean of 0.8 and 0.6 with its interval
+    assert page.count("<svg xmlns") == 2 and "7 s in all" in page
+
+
+def test_a_seed_changes_the_training_questions_and_the_random_blame_but_not_the_case(tmp_path):
+    from agentgrad.runs.runner import read_jsonl
+
+    case = cases(["pipeline"], ["stale_example"])[0]
+    base = {"clean_test": 1.0, "bugged_test": 0.0}
+    seen = {}
+    for run, seed in (("a", 0), ("b", 0), ("c", 1)):
+        bench = B.Ablation(tmp_path / run, "tiny", "edit", None, 1, 4, 2, 8, 2, lambda m: None)
+        row = bench.run_one(case, base, "random", seed)
+        events = read_jsonl(tmp_path / run / "runs" / case.name / "random" / f"seed-{seed}" / "events.jsonl")
+        seen[run] = [(e["sample"], tuple(e.get("blamed") or [])) for e in events if e["event"] == "sample"]
+        assert row["case"] == case.name and row["test_before"] == 0.0 and len(seen[run]) == 4
+        assert set(json.loads((tmp_path / run / "runs" / case.name / "random" / f"seed-{seed}" / "prompts" /
+                               "step-0000.json").read_text()).values()) == {a.prompt for a in case.config({"backend": "tiny"}).agents.values()}
+    assert seen["a"] == seen["b"]  # the same seed: the same questions in the same order, the same random picks
+    assert [q for q, _ in seen["a"]] != [q for q, _ in seen["c"]]  # another seed: other training questions
+
+
 def test_bad_options_are_one_line_errors_and_nothing_is_written(tmp_path):
     for args, msg in ((["--systems", "tree"], "unknown system 'tree'"), (["--defects", "typo"], "unknown defect"),
                       (["--methods", "gbc,best"], "unknown method 'best'"), (["--seeds", "0"], "at least 1"),

@@ -358,7 +358,7 @@ def test_a_run_where_every_conversation_fails_exits_non_zero(tmp_path, capsys):
     out, err = capsys.readouterr()
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["ended_by"] == {"error": 2} and metrics["output_reward"] == 0.0 and metrics["reward"] == 0.0
-    mine = [line for line in err.strip().splitlines() if "Loading weights" not in line]  # transformers' own bars
+    mine = [line for line in err.splitlines() if line.strip() and "Loading weights" not in line]  # transformers' own bars
     assert code == 1 and len(mine) == 1 and "every one of the 2 conversations failed" in mine[0]
 
 

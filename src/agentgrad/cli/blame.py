@@ -245,6 +245,9 @@ def bench_ablation(
                            optimizer_model=optimizer_model or None, steps=steps, step_every=step_every,
                            val_size=val_size, test_size=test_size or None, resume=resume, log=console.print)
     console.print(markdown_table(summary))
+    from agentgrad.report.html import write_report
+
+    report = write_report(out)
     console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (defect does not hurt); "
-                  f"{summary['seconds_this_run']:.0f} s; written: {out}/table.md, {out}/steps.svg, "
-                  f"{out}/blame-vs-recovery.svg")
+                  f"{summary['seconds_this_run']:.0f} s this run, {summary['seconds_total']:.0f} s over the whole grid; "
+                  f"written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-recovery.svg, {report.path}")

@@ -9,6 +9,7 @@ Every kind of run directory the project writes is recognised by the files it hol
   (an optimisation run) and ``eval/`` (an evaluation) inside;
 - the blame benchmarks (``bench blame``, ``bench whowhen``): ``metrics.json`` with one record per
   episode (``episodes/`` or ``logs/``), and for ``bench blame`` the traces and attribution;
+- the prompt-bug ablation (``bench ablation``): ``summary.json``, ``cases.jsonl``, ``results.jsonl``;
 - a plain ``run`` (``traces/``), with the attribution written by ``attribute`` beside it
   (``RUN_DIR/attribution/``) or given with ``--attribution``;
 - a single trace file, with ``--attribution FILE``.
@@ -192,6 +193,17 @@ def _blame_part(path: Path, folder: str, warnings: list[str]) -> dict[str, Any]:
             "setup": _read_json(path / "bench.json", warnings) if (path / "bench.json").exists() else None}
 
 
+def _ablation_part(path: Path, warnings: list[str]) -> dict[str, Any]:
+    """The prompt-bug ablation: its cases, its per-method summary and one row per (case, method, seed) run."""
+    summary = _read_json(path / "summary.json", warnings)
+    rows = [r for r in _events(path / "results.jsonl") if "method" in r]
+    return {"label": "", "path": path, "kind": "ablation", "config": None, "metrics": None, "final": None,
+            "steps": [], "samples": [], "prompts": [], "val_start": None, "episodes": [],
+            "ablation": {"summary": summary if isinstance(summary, dict) else {}, "rows": rows,
+                         "options": _read_json(path / "options.json", warnings)
+                         if (path / "options.json").exists() else None}}
+
+
 def collect(target: Path, attribution: Path | None = None) -> dict[str, Any]:
     """Everything a report of ``target`` (a run directory or a trace file) shows, without the episodes' contents."""
     warnings: list[str] = []
@@ -208,7 +220,9 @@ def collect(target: Path, attribution: Path | None = None) -> dict[str, Any]:
     if attribution is not None and not attribution.is_dir():
         raise ReportError(f"--attribution {attribution} is not a directory; with a run directory give the folder "
                           "that agentgrad attribute wrote")
-    if (target / "bench.json").exists() and (target / "episodes").is_dir():
+    if (target / "summary.json").exists() and (target / "results.jsonl").exists() and (target / "cases.jsonl").exists():
+        parts = [_ablation_part(target, warnings)]
+    elif (target / "bench.json").exists() and (target / "episodes").is_dir():
         parts = [_blame_part(target, "episodes", warnings)]
     elif (target / "logs").is_dir() and (target / "metrics.json").exists():
         parts = [_blame_part(target, "logs", warnings)]

@@ -188,6 +188,33 @@ def _blame_table(part: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _ablation(part: dict[str, Any]) -> dict[str, Any] | None:
+    """The ablation's cases, its methods side by side (means with 95% intervals) and its two figures."""
+    if part["kind"] != "ablation":
+        return None
+    from agentgrad.benchmarks.ablation.figure import curve_svg, scatter_svg
+
+    summary, rows = part["ablation"]["summary"], part["ablation"]["rows"]
+    cases = [c for c in summary.get("cases") or [] if isinstance(c, dict)]
+    kept = {c.get("case") for c in cases if c.get("kept")}
+
+    def ci(t: Any) -> str:
+        return f"{t[0]:.2f} [{t[1]:.2f}, {t[2]:.2f}]" if isinstance(t, list) and len(t) == 3 and t[0] == t[0] else "-"
+
+    methods = [[m, str(s.get("runs")), ci(s.get("blame_accuracy")), ci(s.get("blame_precision")),
+                ci(s.get("test_after")), ci(s.get("recovered")), fmt(s.get("defect_removed")),
+                fmt(s.get("only_bugged_edited")), fmt((s.get("prompt_growth") or [None])[0]),
+                f"{fmt(s.get('calls'))} / {fmt(s.get('generated'))}", fmt(s.get("seconds"))]
+               for m, s in (summary.get("methods") or {}).items() if isinstance(s, dict)]
+    figures = []
+    if rows and kept:
+        figures = [Markup(curve_svg(rows, kept)), Markup(scatter_svg(summary.get("by_case") or {}))]
+    return {"cases": [[c.get("case"), c.get("bugged_agent"), fmt(c.get("clean_test")), fmt(c.get("bugged_test")),
+                       "kept" if c.get("kept") else "dropped (the defect does not hurt)"] for c in cases],
+            "methods": methods, "figures": figures, "runs": len(rows), "options": part["ablation"].get("options"),
+            "seconds": summary.get("seconds_total")}
+
+
 def _metrics_shown(part: dict[str, Any]) -> Any:
     """The metrics table: for the blame benchmarks, what the methods table does not already show."""
     m = part.get("metrics")
@@ -279,7 +306,7 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
     parts = []
     history: dict[str, list[dict[str, Any]]] = {}
     for p in data["parts"]:
-        parts.append({**p, "metrics": _metrics_shown(p), "chart": _chart(p), "blame_table": _blame_table(p),
+        parts.append({**p, "metrics": _metrics_shown(p), "chart": _chart(p), "blame_table": _blame_table(p), "ablation": _ablation(p),
                       "final_summary": _final_summary(p["final"]) if isinstance(p.get("final"), dict) else None})
         if p["prompts"]:
             history.update(_prompt_history(p))
@@ -287,7 +314,7 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
     script = _static("static/report.js")
     kinds = {"optimisation": "optimisation run", "multiwoz": "MultiWOZ evaluation", "taubench": "tau-bench evaluation",
              "run": "run", "trace": "one trace", "blame": "planted-fault blame benchmark",
-             "whowhen": "Who&When blame benchmark", "optimisation+multiwoz": "MultiWOZ optimisation (train and eval)",
+             "whowhen": "Who&When blame benchmark", "ablation": "prompt-bug ablation (does better blame give better prompts?)", "optimisation+multiwoz": "MultiWOZ optimisation (train and eval)",
              "optimisation+taubench": "tau-bench optimisation (train and eval)"}
     html = _environment().from_string(_static("templates/report.html.j2")).render(
         title=f"agentgrad report: {target.name}", target=str(target), kind_text=kinds.get(data["kind"], data["kind"]),

@@ -219,10 +219,12 @@ class Ablation:
     # --- one case ----------------------------------------------------------------------------------
     def baseline(self, case: Case) -> dict[str, Any]:
         clean = Case(case.system, None)
+        t0 = time.perf_counter()
         row = {"case": case.name, "system": case.system, "defect": case.defect, "bugged_agent": case.bugged_agent,
                "defect_line": case.defect_line, "clean_test": self.score(clean, None, "test"),
                "bugged_test": self.score(case, None, "test")}
         row["kept"] = row["bugged_test"] < row["clean_test"]
+        row["seconds"] = round(time.perf_counter() - t0, 1)
         return row
 
     def run_one(self, case: Case, base: dict[str, Any], key: str, seed: int) -> dict[str, Any]:
@@ -326,6 +328,10 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
                     f" -> {row['test_after']:.2f}, edited {','.join(row['edited']) or '-'}, {row['seconds']} s")
     summary = summarize(read_jsonl(cases_path), read_jsonl(results_path) if results_path.exists() else [], methods)
     summary["seconds_this_run"] = round(time.perf_counter() - t_start, 1)
+    # the whole grid's time over every invocation (a resumed run's earlier work included): the cases'
+    # screening plus every run's own seconds; a run killed before its row was written is not counted
+    summary["seconds_total"] = round(sum(c.get("seconds", 0) for c in read_jsonl(cases_path))
+                                     + sum(r["seconds"] for r in (read_jsonl(results_path) if results_path.exists() else [])), 1)
     summary["options"] = options
     write_json_atomic(out / "summary.json", summary)
     (out / "table.md").write_text(markdown_table(summary), encoding="utf-8")
