@@ -108,3 +108,27 @@ def test_batched_greedy_replies_equal_one_at_a_time(smol):
         again = list(ex.map(lambda _: smol.generate([{"role": "user", "content": prompts[0]}], None, sample).text,
                             range(4)))
     assert again == [alone] * 4
+
+
+def test_the_demo_blames_the_reader_removes_its_stale_example_and_validation_rises(tmp_path, capsys):
+    """`agentgrad demo` on SmolLM2 (the default): the reader, whose prompt carries the stale example, is
+    the agent blamed at the first step; the edit removes that example, the gate keeps it, and the
+    held-out validation score rises."""
+    import json
+
+    from agentgrad.cli import main
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    steps = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()
+             if json.loads(line).get("event") == "step"]
+    first = steps[0]
+    assert first["blamed"] == {"reader": first["failures"]} and first["failures"] >= 1
+    assert first["accepted"] is True and first["updated"] == ["reader"]
+    assert any("Example:" in n and n.startswith("reader: removed") for n in first["notes"])
+    assert first["val_after"] > first["val_before"]
+    final = json.loads((out / "final.json").read_text())
+    assert "Example:" not in final["prompts"]["reader"] and "Answer: The pet is a cow." not in final["prompts"]["reader"]
+    assert final["val_score"] > first["val_before"]
+    printed = capsys.readouterr().out
+    assert "blamed: reader" in printed and (out / "report.html").exists()
