@@ -172,6 +172,35 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
     assert len(list((tmp_path / "W" / "logs").glob("*.json"))) == 3
 
 
+def test_a_judge_that_cannot_keep_the_format_is_counted_never_a_crash(tmp_path):
+    """A small judge's unparsable replies: the method names nothing on that log (counted as wrong and
+    as `unparsed`), the other logs and methods go on; the same in the planted-fault benchmark."""
+    from agentgrad.benchmarks.planted.bench import run_benchmark
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+    from agentgrad.blame.judge import Judge
+    from agentgrad.models.fake import FakeModel
+
+    traces = import_whowhen(_fixture(tmp_path)).traces
+
+    def judge(messages, tools):  # answers q1 in the format, rambles on the others
+        prompt = messages[1]["content"]
+        return "AGENT: C STEP: 3" if prompt.split("TASK:\n")[1].startswith("q1") else "I am not sure, sorry."
+
+    j = Judge(FakeModel(responder=judge))
+    m = run_whowhen(traces, ["last", "judge:all_at_once"], judge=j, out=tmp_path / "W")
+    g = m["groups"]["all"]["methods"]
+    assert g["judge:all_at_once"]["unparsed"] == 2 and g["last"]["unparsed"] == 0
+    assert g["judge:all_at_once"]["agent"]["value"] == pytest.approx(1 / 3)  # q1 right, the two unparsed wrong
+    assert j.unparsed == 2 and j.requests == 1 + 2 * 2  # each bad reply asked once more
+    logs = {json.loads(f.read_text())["log"]: json.loads(f.read_text()) for f in (tmp_path / "W" / "logs").glob("*.json")}
+    assert sorted(r["methods"]["judge:all_at_once"]["unparsed"] for r in logs.values()) == [False, True, True]
+    bad = Judge(FakeModel(responder=lambda messages, tools: "no idea"))
+    pm = run_benchmark(None, ["judge:all_at_once", "last"], ["chain"], ["wrong_value"], 2, judge=bad)
+    assert pm["groups"]["all"]["judge:all_at_once"]["unparsed"] == 2
+    assert pm["groups"]["all"]["judge:all_at_once"]["agent_top1"]["value"] == 0.0
+    assert pm["groups"]["all"]["last"]["unparsed"] == 0
+
+
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
 def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
     from agentgrad.benchmarks.planted.bench import wilson

@@ -132,3 +132,22 @@ def test_the_demo_blames_the_reader_removes_its_stale_example_and_validation_ris
     assert final["val_score"] > first["val_before"]
     printed = capsys.readouterr().out
     assert "blamed: reader" in printed and (out / "report.html").exists()
+
+
+def test_a_smollm2_judge_gives_a_verdict_or_a_counted_parse_failure_never_a_crash(smol):
+    """The four judge protocols with SmolLM2 as the judge, on planted-fault episodes: every method
+    either names a step of the log or is counted as unparsed; the benchmark finishes."""
+    from agentgrad.benchmarks.planted.bench import run_benchmark
+    from agentgrad.blame.judge import Judge
+
+    judge = Judge(smol, max_new_tokens=24)
+    methods = ["judge:all_at_once", "judge:binary_search", "judge:hybrid", "judge:step_by_step"]
+    records = []
+    m = run_benchmark(None, methods, ["chain"], ["wrong_value"], 2, judge=judge, on_episode=records.append)
+    assert m["episodes"] == 2 and judge.requests >= 2 * len(methods)
+    for rec in records:
+        for name in methods:
+            r = rec["methods"][name]
+            assert r["unparsed"] or r["ranking"], (name, r)  # a verdict, or a counted failure
+    assert sum(m["groups"]["all"][n]["unparsed"] for n in methods) == sum(
+        rec["methods"][n]["unparsed"] for rec in records for n in methods)

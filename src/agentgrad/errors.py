@@ -31,6 +31,11 @@ class ModelError(AgentgradError):
     """A model could not be loaded or did not answer."""
 
 
+class JudgeReplyError(ModelError):
+    """A judge's reply that does not follow the asked format, twice: the method names nothing, and
+    the benchmarks count it as a parse failure."""
+
+
 class ContextLengthError(ModelError):
     """A prompt does not fit in a model's context window."""
 

@@ -64,6 +64,7 @@ class BlameContext:
         self.backward_passes = 0
         self.forward_passes = 0
         self.seconds = 0.0
+        self.unparsed: list[str] = []  # judge methods whose judge gave no parsable reply (they named nothing)
 
     def focus(self, target: int) -> "BlameContext":
         """The same episode with the loss narrowed to one of its targets (and that target's spans),

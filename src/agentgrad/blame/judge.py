@@ -25,7 +25,7 @@ from typing import Any
 
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
-from agentgrad.errors import ConfigError, ModelError
+from agentgrad.errors import ConfigError, JudgeReplyError, ModelError
 
 PROTOCOLS = ("all_at_once", "step_by_step", "binary_search", "hybrid")
 
@@ -70,6 +70,7 @@ class Judge:
         from agentgrad.core.model import GenerationSettings
 
         self.model, self.requests = model, 0
+        self.unparsed = 0  # questions whose two replies both failed to parse
         self.last_reply = ""
         self.named_agent: str | None = None  # the agent the last all-at-once answer named, if one of the log's
         self.settings = GenerationSettings(temperature=0.0, max_new_tokens=max_new_tokens)
@@ -86,7 +87,8 @@ class Judge:
             messages = messages + [{"role": "assistant", "content": reply},
                                    {"role": "user", "content": f"That reply does not follow the format. Answer "
                                                                f"with exactly: {fmt}"}]
-        raise ModelError(f"the judge's reply does not parse (expected {fmt}): {reply.strip()[:160]!r}")
+        self.unparsed += 1
+        raise JudgeReplyError(f"the judge's reply does not parse (expected {fmt}): {reply.strip()[:160]!r}")
 
 
 def _parse_step(n: int):

@@ -25,8 +25,8 @@ def bench_blame(
                                                         "all, last, ..."),
     seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods: openai:MODEL@URL (any "
-                                                  "OpenAI-compatible server), openai:MODEL, or a HF folder."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
+                                                  "folder, openai:MODEL@URL (any OpenAI-compatible server)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: episodes already "
                                                         "written are read back, not re-run."),
@@ -61,7 +61,16 @@ def bench_blame(
     print_blame_table(metrics)
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
+    _print_unparsed({k: v.get("unparsed", 0) for k, v in metrics["groups"]["all"].items()}, metrics["episodes"])
     console.print(f"written: {out}/metrics.json, {out}/episodes/")
+
+
+def _print_unparsed(counts: dict[str, int], n: int) -> None:
+    """One line for the judge methods whose judge gave no parsable reply (they named nothing there)."""
+    bad = {m: c for m, c in counts.items() if c}
+    if bad:
+        console.print("judge replies that did not parse (counted as wrong): "
+                      + ", ".join(f"{m} {c} of {n}" for m, c in bad.items()), markup=False)
 
 
 def _print_wide(table: Table) -> None:
@@ -132,7 +141,8 @@ def bench_whowhen(
                                                       "occlusion, temporal, random, all, last; judge with --judge)."),
     scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer (HF folder or hub id) for the "
                                                                "gradient, occlusion and temporal methods."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods: openai:MODEL@URL, ..."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
+                                                  "folder, openai:MODEL@URL."),
     on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log) or "
                                                                   "error."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
@@ -182,6 +192,7 @@ def bench_whowhen(
     table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
                                              for k in ("agent", "step")])
     _print_wide(table)
+    _print_unparsed({k: v.get("unparsed", 0) for k, v in m["groups"]["all"]["methods"].items()}, m["logs"])
     console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
                   f"{m['groups']['all']['too_long']}")
     pub = m["published"]

@@ -119,6 +119,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                         "ranking": [b.to_dict() for b in ranking[:5]],
                         "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
                         "judge_requests": ctx.judge_requests - j0,
+                        "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
                         # scorer time, or for a judge the wall time of its requests
                         "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
                     }
@@ -190,6 +191,7 @@ def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
         out[k] = {"value": s / n if n else 0.0, "ci95": [lo, hi]}
     for k in ("seconds", "backward", "forward", "judge_requests"):
         out[k] = sum(r["methods"][m].get(k, 0) for r in records) / max(n, 1)
+    out["unparsed"] = sum(bool(r["methods"][m].get("unparsed")) for r in records)  # a count, not a mean
     return out
 
 

@@ -93,6 +93,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 "agent": top1_credit(ranking, truth_agent, lambda b: b.agent.lower()),
                 "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
                 "step_within": step_within(ranking, labels["mistake_node"]),
+                "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
                 "top": ranking[0].to_dict() if ranking else None}
         rec["too_long"] = ctx.too_long()
         records.append(rec)
@@ -121,6 +122,7 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
                                 "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
                             for k in ("agent", "step")}
                         | {"step_within": {str(t): sum(r["methods"][m]["step_within"][str(t)]
-                                                       for r in rs) / max(n, 1) for t in TOLERANCES}}
+                                                       for r in rs) / max(n, 1) for t in TOLERANCES},
+                           "unparsed": sum(bool(r["methods"][m].get("unparsed")) for r in rs)}
                         for m in methods}}
     return out
