@@ -1,4 +1,4 @@
-"""``bench blame`` (the planted-fault blame benchmark), ``bench whowhen``, and ``testing blame-model``."""
+"""``bench blame`` (the planted-fault blame benchmark), ``bench whowhen``, ``bench inject``, and ``testing blame-model``."""
 
 from __future__ import annotations
 
@@ -89,16 +89,16 @@ def _methods_table(title: str, columns: list[str]) -> Table:
     return table
 
 
-def print_blame_table(metrics: dict) -> None:
-    """Agent-level top-1 per method: overall with its 95% interval, then by topology and fault kind."""
+def print_blame_table(metrics: dict, by: tuple[str, ...] = ("topology", "fault")) -> None:
+    """Agent-level top-1 per method: overall with its 95% interval, then per group of the fields ``by``
+    (by topology and fault kind for ``bench blame``)."""
     groups = metrics["groups"]
     table = Table(title=f"agent-level top-1, {metrics['episodes']} episodes (all: 95% CI; the rest in metrics.json)")
     table.add_column("method", no_wrap=True)
     table.add_column("all", justify="right", no_wrap=True)
-    cols = sorted(g for g in groups if g.startswith("topology=") and "," not in g) + \
-        sorted(g for g in groups if g.startswith("fault="))
+    cols = [g for field in by for g in sorted(g for g in groups if g.startswith(field + "=") and "," not in g)]
     for c in cols:
-        table.add_column(c.split("=")[-1], justify="right")
+        table.add_column(c.split("=")[-1] if len(by) <= 2 else c, justify="right")
     table.add_column("s/ep", justify="right")
     for m in metrics["methods"]:
         v = groups["all"][m]["agent_top1"]
@@ -262,3 +262,67 @@ def bench_ablation(
     console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (defect does not hurt); "
                   f"{summary['seconds_this_run']:.0f} s this run, {summary['seconds_total']:.0f} s over the whole grid; "
                   f"written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-recovery.svg, {report.path}")
+
+
+@bench_app.command("inject")
+def bench_inject(
+    out: Path = typer.Option(..., "--out", help="Folder for metrics.json, clean/ and episodes/ (must be new or "
+                                                "empty)."),
+    model: str = typer.Option("smollm2", "--model", help="The agents' model, also the white-box scorer: smollm2, "
+                                                        "gguf:FILE, a HF folder or hub id, tiny."),
+    systems: str = typer.Option("all", "--systems", help="pipeline, fanin, manager (comma list) or all."),
+    kinds: str = typer.Option("all", "--kinds", help="wrong_value, dropped, broken_instruction (comma list) or all."),
+    questions: int = typer.Option(0, "--questions", help="The first N questions of the split (0: all 24)."),
+    split: str = typer.Option("test", "--split", help="train, val or test."),
+    methods: str = typer.Option("all", "--methods", help="all (judges with --judge), or names/prefixes: "
+                                                        "gbc:max_l1, occlusion, temporal, random, all, last, ..."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
+                                                  "folder, openai:MODEL@URL."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the wrong values and tie-breaking."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: clean runs and "
+                                                        "episodes already written are read back."),
+) -> None:
+    """Faults injected into real runs: one call's output corrupted, the rest generated again; who is blamed."""
+    import time
+
+    from agentgrad.benchmarks.ablation.cases import SYSTEMS
+    from agentgrad.benchmarks.inject.bench import check_options, load_model, run_inject
+    from agentgrad.benchmarks.inject.corrupt import KINDS
+    from agentgrad.blame.judge import Judge, make_judge
+    from agentgrad.blame.methods import needs_scorer, select_methods
+
+    split_list = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
+    names = select_methods(methods, judge=bool(judge))
+    sys_list, kind_list = split_list(systems, SYSTEMS), split_list(kinds, KINDS)
+    check_options(sys_list, kind_list, names, split, questions or None, out, resume)
+    t0 = time.perf_counter()
+    with console.status(f"loading {model}"):
+        agents_model, scorer = load_model(model, any(needs_scorer(n) for n in names))
+        jm = Judge(make_judge(judge)) if judge else None
+    with _progress() as progress:
+        bar = progress.add_task("injections", total=None)
+        m = run_inject(agents_model, scorer, names, sys_list, kind_list, questions or None, out, seed, jm, resume,
+                       split, setup={"model": model, "judge": judge}, on_episode=lambda r: progress.advance(bar))
+    clean = ", ".join(f"{s} {c['right']}/{c['runs']}" for s, c in m["clean"].items())
+    console.print(f"clean runs with the right answer (kept): {clean}", markup=False)
+    print_propagation(m)
+    print_blame_table(m, ("system", "kind", "final"))
+    console.print(f"chance (1/upstream calls): {m['chance_agent_top1']:.3f}; 'final=True': injected at the final "
+                  f"agent, where 'last' is right by construction", markup=False)
+    _print_unparsed({k: v.get("unparsed", 0) for k, v in m["groups"]["all"].items()}, m["episodes"])
+    console.print(f"{time.perf_counter() - t0:.0f} s; written: {out}/metrics.json, {out}/episodes/")
+
+
+def print_propagation(metrics: dict) -> None:
+    """How many injections changed the final answer from right to wrong, per kind and per position."""
+    prop = metrics["propagation"]
+    table = Table(title="injections that propagated (the final answer went from right to wrong)")
+    for c in ("group", "injected", "propagated", "share [95% CI]", "unchanged"):
+        table.add_column(c, justify="left" if c == "group" else "right")
+    keys = ["all"] + [g for field in ("kind", "system") for g in sorted(prop) if g.startswith(field + "=") and
+                      "," not in g] + sorted(g for g in prop if g.startswith("system=") and ",position=" in g)
+    for g in keys:
+        v = prop[g]
+        table.add_row(g, str(v["injected"]), str(v["propagated"]),
+                      f"{v['share']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]", str(v["unchanged"]))
+    _print_wide(table)

@@ -67,6 +67,29 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(s.l1, inside) if i) / total}
 
 
+def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], list[Blame]]], agent: str,
+                  node: int) -> dict[str, dict[str, Any]]:
+    """Every method's ranking of one episode scored against the truth (``agent`` and its ``node``):
+    the fields an episode record holds per method (see the module docstring), with its cost."""
+    out: dict[str, dict[str, Any]] = {}
+    for m, fn in fns.items():
+        b0, f0, s0, j0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests
+        t0 = time.time()
+        ranking = fn(ctx)
+        out[m] = {
+            "agent_top1": top1_credit(ranking, agent, lambda b: b.agent),
+            "node_top1": top1_credit(ranking, node, lambda b: b.node),
+            "agent_top3": top3(ranking, agent),
+            "ranking": [b.to_dict() for b in ranking[:5]],
+            "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
+            "judge_requests": ctx.judge_requests - j0,
+            "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
+            # scorer time, or for a judge the wall time of its requests
+            "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
+        }
+    return out
+
+
 def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults: list[str], episodes: int,
                   out: Path | None = None, seed: int = 0,
                   on_episode: Callable[[dict[str, Any]], None] | None = None, judge: Any = None,
@@ -90,14 +113,14 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
     files = RunFiles(out) if out else None
     setup = {**(setup or {}), "seed": seed}
     if files:
-        _check_setup(Path(out), setup, resume)
+        check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)
     records = []
     for topo in topologies:
         for fault in faults:
             for i in range(episodes):
                 ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
-                done = _read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
+                done = read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
                 if done is not None:
                     records.append(done)
                     if on_episode:
@@ -108,27 +131,13 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                 rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
                                        "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"]},
                                        "candidates": len(ctx.upstream()), "methods": {}}
-                for m, fn in fns.items():
-                    b0, f0, s0, j0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests
-                    t0 = time.time()
-                    ranking = fn(ctx)
-                    rec["methods"][m] = {
-                        "agent_top1": top1_credit(ranking, ep.truth["agent"], lambda b: b.agent),
-                        "node_top1": top1_credit(ranking, ep.truth["node"], lambda b: b.node),
-                        "agent_top3": top3(ranking, ep.truth["agent"]),
-                        "ranking": [b.to_dict() for b in ranking[:5]],
-                        "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
-                        "judge_requests": ctx.judge_requests - j0,
-                        "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
-                        # scorer time, or for a judge the wall time of its requests
-                        "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
-                    }
+                rec["methods"] = score_methods(ctx, fns, ep.truth["agent"], ep.truth["node"])
                 if scorer is not None:
                     rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
                 rec["loss"] = ep.loss.to_dict()
                 records.append(rec)
                 if files:
-                    _write_episode(files, trace, ep.loss, ctx, scorer, seed)
+                    write_episode(files, trace, ep.loss, ctx, scorer, seed)
                     files.write_json("episodes", f"{ep.trace.id}.json", data=rec)
                 if on_episode:
                     on_episode(rec)
@@ -138,7 +147,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
     return metrics
 
 
-def _write_episode(files: RunFiles, trace: Any, loss: Any, ctx: BlameContext, scorer: Any, seed: int) -> None:
+def write_episode(files: RunFiles, trace: Any, loss: Any, ctx: BlameContext, scorer: Any, seed: int) -> None:
     """The episode's trace (as the methods saw it) and, when a scorer ran, its whole-output
     attribution with the top-1 trajectories, for ``agentgrad report``."""
     from agentgrad.attribution.io import attribution_record
@@ -156,7 +165,7 @@ def _write_episode(files: RunFiles, trace: Any, loss: Any, ctx: BlameContext, sc
         files.write_json("attribution", f"{trace.id}.json", data=att)
 
 
-def _check_setup(out: Path, setup: dict[str, Any], resume: bool) -> None:
+def check_setup(out: Path, setup: dict[str, Any], resume: bool) -> None:
     path = out / "bench.json"
     if resume and path.exists():
         import json
@@ -167,7 +176,7 @@ def _check_setup(out: Path, setup: dict[str, Any], resume: bool) -> None:
             raise ConfigError(f"--resume: {out} was run with a different {', '.join(changed)}; use a new --out")
 
 
-def _read_back(files: RunFiles, episode: str, methods: list[str], token: bool) -> dict[str, Any] | None:
+def read_back(files: RunFiles, episode: str, methods: list[str], token: bool) -> dict[str, Any] | None:
     """A record written by an earlier run, if it covers ``methods`` (and token precision when scored)."""
     import json
 
@@ -195,13 +204,19 @@ def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
     return out
 
 
-def summarize(records: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
-    """Overall and per-group figures for every method, and the token-level precision."""
+GROUPS = (("topology",), ("fault",), ("long",), ("topology", "fault"))  # the planted benchmark's groups
+
+
+def summarize(records: list[dict[str, Any]], methods: list[str],
+              group_by: tuple[tuple[str, ...], ...] = GROUPS) -> dict[str, Any]:
+    """Overall and per-group figures for every method, and the token-level precision.
+
+    ``group_by`` names the record fields that form the groups: one group per distinct value of each
+    tuple of fields, keyed ``field=value[,field=value]`` (``topology=chain,fault=omitted``)."""
     groups: dict[str, list[dict[str, Any]]] = {"all": records}
     for r in records:
-        for g in (f"topology={r['topology']}", f"fault={r['fault']}", f"long={r['long']}",
-                  f"topology={r['topology']},fault={r['fault']}"):
-            groups.setdefault(g, []).append(r)
+        for keys in group_by:
+            groups.setdefault(",".join(f"{k}={r[k]}" for k in keys), []).append(r)
     token: dict[str, Any] = {}
     for obj in ("whole", "targeted"):
         vals = [r["token"][obj] for r in records if r.get("token") and r["token"].get(obj)]
