@@ -159,7 +159,8 @@ def _failed(kind: str, rec: dict[str, Any]) -> bool:
 
 
 def _blame_part(path: Path, folder: str, warnings: list[str]) -> dict[str, Any]:
-    """A blame benchmark: ``bench blame`` (``episodes/``) or ``bench whowhen`` (``logs/``)."""
+    """A blame benchmark: ``bench blame`` or ``bench inject`` (``episodes/``; an injection that was not
+    scored has no ``methods`` and is not shown) or ``bench whowhen`` (``logs/``)."""
     metrics = _read_json(path / "metrics.json", warnings) if (path / "metrics.json").exists() else None
     records = []
     for f in sorted((path / folder).glob("*.json")):
@@ -183,7 +184,8 @@ def _blame_part(path: Path, folder: str, warnings: list[str]) -> dict[str, Any]:
         att = path / "attribution" / name
         episodes.append({"file": name, "part": "", "id": eid, "score": right / max(len(methods), 1),
                          "failed": right < len(methods), "truth": r.get("truth"),
-                         "topology": r.get("topology") or r.get("subset"), "fault": r.get("fault"),
+                         "topology": r.get("topology") or r.get("system") or r.get("subset"),
+                         "fault": r.get("fault") or r.get("kind"),
                          "picks": picks, "loss": r.get("loss"),
                          "trace_path": trace if trace.exists() else None,
                          "attribution_path": att if att.exists() else None, "verdict": {}})

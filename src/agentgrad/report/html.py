@@ -158,7 +158,8 @@ def _blame_table(part: dict[str, Any]) -> dict[str, Any] | None:
     m = part.get("metrics") or {}
     groups = m.get("groups") or {}
     if part["kind"] == "blame" and "all" in groups:
-        per = [g for g in groups if g.startswith(("fault=", "topology=")) and "," not in g]
+        per = [g for g in groups if g.startswith(("fault=", "topology=", "system=", "kind=", "final="))
+               and "," not in g]  # bench blame's groups, and bench inject's
 
         def ci(x: dict[str, Any]) -> str:
             lo, hi = x.get("ci95") or (None, None)
