@@ -112,6 +112,11 @@ def test_an_injection_at_the_reader_that_the_answerer_copies_propagates_and_is_s
     assert g["all"]["all"]["agent_top1"]["value"] == 0.5 and g["all"]["all"]["agent_top3"]["value"] == 1.0
     assert json.loads((tmp_path / "out" / "metrics.json").read_text()) == json.loads(json.dumps(m))
     assert json.loads((tmp_path / "out" / "bench.json").read_text()) == {"seed": 0, "split": "test"}
+    from agentgrad.report.html import write_report
+
+    rep = write_report(tmp_path / "out")  # the report reads the scored episodes, grouped as bench inject groups
+    html = rep.path.read_text(encoding="utf-8")
+    assert rep.episodes == 12 and not rep.warnings and "agent top-1 kind=wrong_value" in html
 
 
 def test_an_injection_the_downstream_agent_ignores_is_counted_as_absorbed_and_not_scored(tmp_path):
