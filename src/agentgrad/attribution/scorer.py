@@ -16,6 +16,7 @@ Two paths give the same numbers:
 from __future__ import annotations
 
 import copy
+import inspect
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -115,6 +116,18 @@ def _runs(positions: list[int]) -> list[tuple[int, int]]:
         else:
             out.append((t, t + 1))
     return out
+
+
+def cache_kwarg(model: Any) -> str:
+    """The name ``model.forward`` takes a key/value cache under: ``cache`` from transformers 5.24
+    (which warns on the old name), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def output_cache(out: Any) -> Any:
+    """The key/value cache a forward pass returned, under either transformers name."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def rewrap_cache(cache: Any) -> Any:
@@ -314,7 +327,7 @@ class Scorer:
         with torch.enable_grad():
             out = self.model(
                 inputs_embeds=leaf,
-                past_key_values=past,
+                **{cache_kwarg(self.model): past},
                 use_cache=past is not None,
                 logits_to_keep=n_out + 1,  # positions o_s - 1 .. o_e - 1; the last predicts nothing
             )
@@ -397,7 +410,7 @@ class Scorer:
         n_outs = [r.output_range[1] - r.output_range[0] for r, _ in calls]
         keep = max(n_outs) + 1
         with torch.enable_grad():
-            out = self.model(inputs_embeds=leaf, attention_mask=mask, position_ids=pos, past_key_values=past,
+            out = self.model(inputs_embeds=leaf, attention_mask=mask, position_ids=pos, **{cache_kwarg(self.model): past},
                              use_cache=True, logits_to_keep=keep)
             logits = out.logits.float()  # (B, keep, V): the last ``keep`` positions of every row
             total = logits.new_zeros(())
@@ -424,7 +437,7 @@ class Scorer:
         self.cache_stats["misses"] += 1
         with torch.no_grad():
             out = self.model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        cache = output_cache(out)
         self._cache[key] = cache
         self._cache_nbytes[key] = sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
         while len(self._cache) > 1 and (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import warnings
 import shlex
 import sys
 import traceback
@@ -132,6 +133,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     words = list(itertools.takewhile(lambda a: a.startswith("-"), args))  # the options before the command
     debug = "--debug" in words or os.environ.get("AGENTGRAD_DEBUG") == "1"
+    if not debug:  # a library's deprecation notice is for us, not for the user reading the one line
+        for category in (FutureWarning, DeprecationWarning):
+            warnings.filterwarnings("ignore", category=category)
     click_error, click_exit, click_abort = _click_exceptions()
     root = typer.main.get_command(app)
     _flags_untyped(root)
