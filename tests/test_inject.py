@@ -158,6 +158,70 @@ def test_the_injected_model_returns_its_text_and_describes_itself_as_the_model_i
     assert inj.generate([], None, None).text == "Oslo" and inner.requests == []
 
 
+def test_replay_blames_the_injected_call_samples_only_the_replayed_call_and_counts_its_generations(tmp_path):
+    # on the copying pipeline: replaying the injected reader makes the answer right; replaying the
+    # answerer does not (it copies the injected note again) where the reader was injected; where the
+    # answerer was injected, replaying either makes it right and the tie goes to the later call
+    m = run_inject(copying_pipeline(), None, ["replay", "last"], ["pipeline"], None, 2, tmp_path / "out",
+                   replays=2)
+    g = m["groups"]
+    assert g["all"]["replay"]["agent_top1"]["value"] == 1.0 and g["position=reader"]["last"]["agent_top1"]["value"] == 0
+    rec = json.loads((tmp_path / "out" / "episodes" / "pipeline-test-00-reader-wrong_value.json").read_text())
+    r = rec["methods"]["replay"]
+    assert [(b["agent"], round(b["score"], 6)) for b in r["ranking"]] == [("reader", 1.0), ("answerer", 0.0)]
+    # reader: 2 replays x (reader + answerer); answerer: 2 replays x itself; no scorer pass
+    assert r["generations"] == 6 and r["backward"] == r["forward"] == 0
+    assert g["all"]["replay"]["generations"] == 6.0  # every episode replays both calls twice
+    assert json.loads((tmp_path / "out" / "bench.json").read_text()) == {"seed": 0, "split": "test", "replays": 2,
+                                                                         "replay_temperature": 0.7}
+
+
+def test_the_replayer_fixes_every_other_call_samples_the_replayed_one_and_regenerates_what_reads_it():
+    from agentgrad.core.model import GenerationSettings
+    from agentgrad.runs.replay import Replayer, downstream
+
+    seen = []
+
+    class Recording(FakeModel):
+        def generate(self, messages, tools, settings: GenerationSettings):
+            seen.append((messages[0]["content"][:12], settings.temperature, settings.seed))
+            return super().generate(messages, tools, settings)
+
+    model = Recording(responder=copying_pipeline().responder)
+    from agentgrad.benchmarks.ablation.cases import Case
+    from agentgrad.optim.tasks import LookupTask
+    from agentgrad.runs.graph_system import GraphSystem
+
+    cfg = Case("pipeline", None).config({"backend": "fake"})
+    ex = lookup_examples("test", 1)[0]
+    system = GraphSystem(cfg, {"default": model})
+    system.nodes["reader"].model = Injected(model, "Atlantis")
+    ep = system.run(ex, id="e")
+    task = LookupTask(cfg, {}, None)
+    assert not task.metric(ex, ep.output, ep.trace).passed
+    reader, answerer = (n.id for n in ep.trace.nodes if n.kind == "call")
+    assert downstream(ep.trace, reader) == {answerer} and downstream(ep.trace, answerer) == set()
+    rp = Replayer(lambda: GraphSystem(cfg, {"default": model}), ex, ep.trace,
+                  lambda out, trace: task.metric(ex, out, trace).passed, episode="e")
+    seen.clear()
+    assert rp(answerer, 0) == (False, 1)  # the reader's recorded (injected) note is kept: the answerer copies it
+    assert [(w, t) for w, t, _ in seen] == [("You write th", 0.7)]
+    seen.clear()
+    assert rp(reader, 0) == (True, 2) and rp(reader, 1) == (True, 2)
+    assert [t for _, t, _ in seen] == [0.7, 0.0, 0.7, 0.0]  # the reader sampled, the answerer greedy
+    assert seen[0][2] != seen[2][2]  # each sample its own seed
+    with pytest.raises(ConfigError, match="samples calls"):
+        rp(0, 0)
+
+
+def test_replay_is_selected_only_where_runs_can_be_replayed():
+    from agentgrad.blame.methods import select_methods
+
+    assert "replay" not in select_methods("all") and "replay" in select_methods("all", replay=True)
+    with pytest.raises(ConfigError, match="bench inject --replays N"):
+        select_methods("gbc:max_l1:targeted:carry,replay")
+
+
 def test_an_interrupted_run_resumes_to_the_same_metrics_without_running_finished_episodes_again(tmp_path):
     kw = dict(methods=METHODS, systems=["pipeline", "fanin"], questions=2)
     ref = run_inject(copying_pipeline_and_fanin(), None, out=tmp_path / "ref", **kw)
@@ -205,6 +269,7 @@ def test_bad_options_are_one_line_errors_before_any_model_is_loaded(tmp_path):
                       (["--kinds", "typo"], "unknown injection kind 'typo'"),
                       (["--methods", "nope"], "unknown blame method 'nope'"),
                       (["--methods", "judge"], "need a judge model"),
+                      (["--methods", "replay"], "bench inject --replays N"),
                       (["--questions", "99"], "between 1 and 24"),
                       (["--split", "dev"], "unknown split 'dev'")):
         rc, out, err = cli("bench", "inject", "--out", tmp_path / "o", "--model", "no/such-model", *args)
@@ -216,7 +281,7 @@ def test_bad_options_are_one_line_errors_before_any_model_is_loaded(tmp_path):
 
 def test_the_command_runs_on_the_tiny_model_and_prints_its_tables(tmp_path):
     rc, out, err = cli("bench", "inject", "--out", tmp_path / "o", "--model", "tiny", "--systems", "pipeline",
-                       "--questions", "1", "--kinds", "dropped", "--methods", "last,random")
+                       "--questions", "1", "--kinds", "dropped", "--methods", "last,random,replay", "--replays", "1")
     assert rc == 0, err
     assert "clean runs with the right answer (kept): pipeline" in out and "propagated" in out
     assert (tmp_path / "o" / "metrics.json").exists() and (tmp_path / "o" / "clean" / "pipeline-test-00.json").exists()

@@ -47,15 +47,21 @@ class BlameContext:
         seed: seeds tie-breaking and the random control.
         judge: the LLM judge of the ``judge:*`` methods.
         top_k: incoming edges a ``path``, ``earliest`` or ``maxw`` walk keeps per call.
+        replayer: for runs with a checkable outcome, ``(node, sample) -> (right, generations)``: the
+            run again with that call's output sampled afresh (sample ``sample``) and everything after
+            it generated again, whether its final answer is right, and how many generations it took
+            (the ``replay`` method; see :class:`~agentgrad.runs.replay.Replayer`).
+        replays: fresh samples per upstream call of the ``replay`` method.
 
     ``walked`` is the parents map (node -> the sources followed) of the last walk a method made;
     methods that do not walk leave it empty.
     """
 
     def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None,
-                 top_k: int = 1):
+                 top_k: int = 1, replayer: Callable[[int, int], tuple[bool, int]] | None = None, replays: int = 3):
         self.trace, self.loss, self.scorer, self.seed, self.judge = trace, loss, scorer, seed, judge
-        self.top_k = top_k
+        self.top_k, self.replayer, self.replays = top_k, replayer, replays
+        self._replayed: dict[tuple[int, int], tuple[bool, float, int]] = {}  # (node, sample) -> (right, seconds, generations)
         self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
         self.walked: dict[int, list[int]] = {}
@@ -64,6 +70,7 @@ class BlameContext:
         self.backward_passes = 0
         self.forward_passes = 0
         self.seconds = 0.0
+        self.generations = 0  # the replay method's generations (every call of every replayed run)
         self.unparsed: list[str] = []  # judge methods whose judge gave no parsable reply (they named nothing)
 
     def focus(self, target: int) -> "BlameContext":
@@ -71,8 +78,9 @@ class BlameContext:
         sharing this context's caches."""
         loss = VerbalLoss(self.loss.text, [target], self.loss.kind, self.loss.details,
                           {target: self.loss.spans[target]} if target in self.loss.spans else {})
-        ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k)
-        ctx._cache, ctx._render = self._cache, self._render
+        ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k, self.replayer,
+                           self.replays)
+        ctx._cache, ctx._render, ctx._replayed = self._cache, self._render, self._replayed
         return ctx
 
     def prime(self, results: list[Any]) -> None:
@@ -134,6 +142,22 @@ class BlameContext:
         """(rendering, log p of each output token) of a call; None when it cannot be scored."""
         return self._cached(("temporal credit", node), lambda: self.scorer.output_logprobs(self.trace.nodes[node]),
                             0, lambda v: 1)
+
+    def replay(self, node: int, sample: int) -> bool:
+        """Whether the run, with call ``node`` sampled afresh (sample ``sample``) and everything after it
+        generated again, ends right; cached and counted (``generations``, ``seconds``)."""
+        if self.replayer is None:
+            raise ConfigError("replay needs runs that can be run again with a checkable outcome "
+                              "(agentgrad bench inject; Python: BlameContext(..., replayer=...))")
+        key = (node, sample)
+        if key not in self._replayed:
+            t0 = time.time()
+            right, generations = self.replayer(node, sample)
+            self._replayed[key] = (right, time.time() - t0, generations)
+        right, seconds, generations = self._replayed[key]
+        self.seconds += seconds
+        self.generations += generations
+        return right
 
     def render(self, node: int) -> Any:
         """The scorer's rendering of a call (token offsets, source character ranges), cached."""

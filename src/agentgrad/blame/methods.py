@@ -14,6 +14,9 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   a filler; forward passes only), the content test checking that the source contains the wrong text;
 - ``temporal``: temporal credit, each step scored by how surprising the loss-relevant content is
   there given the step's inputs (:func:`temporal`; forward passes only);
+- ``replay``: counterfactual replay, for runs with a checkable outcome (:func:`replay`): every
+  upstream call sampled afresh and what follows generated again; the call whose replays most often
+  turn the final answer right is blamed (many generations; no scorer);
 - ``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
   ``step_by_step``, ``binary_search``, ``hybrid``;
 - controls: ``random`` (a uniform upstream call or tool), ``all`` (every upstream call and tool,
@@ -86,6 +89,27 @@ def temporal(ctx: BlameContext) -> list[Blame]:
     return [ctx.blame(n, scores[n]) for n in ranked] or [ctx.blame(ctx.target, 1.0)]
 
 
+def replay(ctx: BlameContext) -> list[Blame]:
+    """Counterfactual replay: blame the call whose fresh samples most often make the run right.
+
+    For every upstream call (the loss target included), ``ctx.replays`` runs in which that call's
+    output is sampled afresh and every later call that reads it is generated again
+    (:meth:`BlameContext.replay`); a call scores the share of its replays whose final answer is
+    right. Calls are ranked by that share, and among equal shares the later call first: replaying a
+    call generates every call after it again, the faulty one included, so a call that ties with its
+    successor is not where the fault entered. When no replay turns the answer right every call
+    scores 0. The strongest black-box rival of gradient blame, at the price of
+    ``replays x (1 + calls downstream)`` generations per call.
+    """
+    calls = [n for n in ctx.upstream() if ctx.trace.nodes[n].kind == "call"]
+    share = {n: sum(ctx.replay(n, i) for i in range(ctx.replays)) / ctx.replays for n in calls}
+    if not any(share.values()):  # no replay helped: nothing is named, every call ties
+        return [ctx.blame(n, 0.0) for n in calls]
+    ranked = sorted(calls, key=lambda n: (-share[n], -n))
+    # a strict order (scores fall by a hair with rank), so that the later of two equal shares is the top-1
+    return [ctx.blame(n, share[n] - 1e-9 * i) for i, n in enumerate(ranked)]
+
+
 def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
     if ctx.judge is None:
         raise ConfigError(f"judge:{protocol} needs a judge model (--judge openai:MODEL@URL)")
@@ -127,6 +151,7 @@ def _builtins() -> None:
         for rule in ("maxw", "stop", "carry"):
             register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
     register("temporal", temporal)
+    register("replay", replay)
     for p in PROTOCOLS:
         register(f"judge:{p}", lambda c, p=p: judged(c, p))
     register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
@@ -182,14 +207,14 @@ def needs_scorer(name: str) -> bool:
     return canonical(name).split(":")[0] in ("gbc", "occlusion", "temporal")
 
 
-def select_methods(spec: str, judge: bool = False) -> list[str]:
+def select_methods(spec: str, judge: bool = False, replay: bool = False) -> list[str]:
     """``all``, or a comma list of names, aliases and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``).
 
-    ``all`` takes the judge methods only when a judge is given (``judge``); naming one without it
-    is an error."""
+    ``all`` takes the judge methods only when a judge is given (``judge``), and ``replay`` only where
+    runs can be replayed (``replay``: ``bench inject``); naming one without it is an error."""
     names = list_blame_methods()
     if spec == "all":
-        return [n for n in names if judge or not n.startswith("judge:")]
+        return [n for n in names if (judge or not n.startswith("judge:")) and (replay or n != "replay")]
     out: list[str] = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         part = ALIASES.get(part, part)
@@ -203,4 +228,7 @@ def select_methods(spec: str, judge: bool = False) -> list[str]:
         raise ConfigError("--methods selects no method")
     if not judge and any(n.startswith("judge:") for n in out):
         raise ConfigError("the judge methods need a judge model: add --judge openai:MODEL@URL")
+    if not replay and "replay" in out:
+        raise ConfigError("replay needs runs that can be run again with a checkable outcome: use it with "
+                          "agentgrad bench inject --replays N")
     return out

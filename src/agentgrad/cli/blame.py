@@ -100,11 +100,16 @@ def print_blame_table(metrics: dict, by: tuple[str, ...] = ("topology", "fault")
     for c in cols:
         table.add_column(c.split("=")[-1] if len(by) <= 2 else c, justify="right")
     table.add_column("s/ep", justify="right")
+    generated = any(groups["all"][m].get("generations") for m in metrics["methods"])
+    if generated:  # the replay method's cost
+        table.add_column("gen/ep", justify="right")
     for m in metrics["methods"]:
         v = groups["all"][m]["agent_top1"]
         row = [m, f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]"]
         row += [f"{groups[c][m]['agent_top1']['value']:.2f}" for c in cols]
         row.append(f"{groups['all'][m]['seconds']:.3f}")
+        if generated:
+            row.append(f"{groups['all'][m].get('generations', 0):.1f}")
         table.add_row(*row)
     _print_wide(table)
 
@@ -279,6 +284,9 @@ def bench_inject(
     judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
                                                   "folder, openai:MODEL@URL."),
     seed: int = typer.Option(0, "--seed", help="Seeds the wrong values and tie-breaking."),
+    replays: int = typer.Option(0, "--replays", min=0, help="Fresh samples per upstream call of the replay method "
+                                                           "(counterfactual replay; many generations). 0: replay "
+                                                           "not run; with N, --methods all includes it."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: clean runs and "
                                                         "episodes already written are read back."),
 ) -> None:
@@ -292,7 +300,7 @@ def bench_inject(
     from agentgrad.blame.methods import needs_scorer, select_methods
 
     split_list = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
-    names = select_methods(methods, judge=bool(judge))
+    names = select_methods(methods, judge=bool(judge), replay=replays > 0)
     sys_list, kind_list = split_list(systems, SYSTEMS), split_list(kinds, KINDS)
     check_options(sys_list, kind_list, names, split, questions or None, out, resume)
     t0 = time.perf_counter()
@@ -302,7 +310,8 @@ def bench_inject(
     with _progress() as progress:
         bar = progress.add_task("injections", total=None)
         m = run_inject(agents_model, scorer, names, sys_list, kind_list, questions or None, out, seed, jm, resume,
-                       split, setup={"model": model, "judge": judge}, on_episode=lambda r: progress.advance(bar))
+                       split, setup={"model": model, "judge": judge}, on_episode=lambda r: progress.advance(bar),
+                       replays=replays or 1)
     clean = ", ".join(f"{s} {c['right']}/{c['runs']}" for s, c in m["clean"].items())
     console.print(f"clean runs with the right answer (kept): {clean}", markup=False)
     print_propagation(m)

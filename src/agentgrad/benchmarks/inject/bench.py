@@ -40,27 +40,16 @@ from agentgrad.benchmarks.planted.bench import (check_setup, read_back, score_me
 from agentgrad.blame.context import BlameContext
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.core.files import RunFiles
-from agentgrad.core.model import Generation, ThreadedAsyncMixin
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.optim.tasks import LookupTask
 from agentgrad.runs.graph_system import GraphSystem
+from agentgrad.runs.replay import TEMPERATURE, Fixed, Replayer
 
 GROUPS = (("system",), ("kind",), ("position",), ("final",), ("system", "kind"), ("system", "position"))
 SPLITS = ("train", "val", "test")
 
 
-class Injected(ThreadedAsyncMixin):
-    """A model that returns ``text`` instead of generating; it describes itself as ``inner`` does,
-    so the trace does not tell the blame methods which call was injected."""
-
-    def __init__(self, inner: Any, text: str):
-        self.inner, self.text, self.name = inner, text, getattr(inner, "name", "model")
-
-    def describe(self) -> dict[str, Any]:
-        return self.inner.describe()
-
-    def generate(self, messages, tools, settings):  # type: ignore[no-untyped-def]
-        return Generation(text=self.text, finish_reason="stop")
+Injected = Fixed  # the injected call's model: it returns the corrupted output instead of generating
 
 
 def lookup_examples(split: str = "test", questions: int | None = None) -> list[dict[str, Any]]:
@@ -132,7 +121,7 @@ def run_inject(model: Any, scorer: Any, methods: list[str], systems: list[str] |
                kinds: list[str] | None = None, questions: int | None = None, out: Path | None = None,
                seed: int = 0, judge: Any = None, resume: bool = False, split: str = "test",
                setup: dict[str, Any] | None = None, model_spec: dict[str, Any] | None = None,
-               on_episode: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               on_episode: Callable[[dict[str, Any]], None] | None = None, replays: int = 3) -> dict[str, Any]:
     """Inject every kind at every position of every clean run that is right; returns the metrics.
 
     Args:
@@ -148,13 +137,19 @@ def run_inject(model: Any, scorer: Any, methods: list[str], systems: list[str] |
             seed and split; a resumed run must have the same.
         model_spec: the ``models:`` entry recorded in the systems' configurations (default: the fake backend;
             ``model`` is what runs).
+        replays: fresh samples per upstream call of the ``replay`` method (at temperature
+            :data:`~agentgrad.runs.replay.TEMPERATURE`, everything downstream generated again).
     """
     systems, kinds = list(systems or SYSTEMS), list(kinds or KINDS)
     check_options(systems, kinds, methods, split, questions, out, resume)
+    if replays < 1:
+        raise ConfigError("--replays must be at least 1")
     examples = lookup_examples(split, questions)
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
     setup = {**(setup or {}), "seed": seed, "split": split}
+    if "replay" in methods:  # what the replay method's figures depend on
+        setup |= {"replays": replays, "replay_temperature": TEMPERATURE}
     if out is not None:
         check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)  # type: ignore[union-attr]
@@ -176,7 +171,7 @@ def run_inject(model: Any, scorer: Any, methods: list[str], systems: list[str] |
             for pos in clean["positions"]:
                 for kind in kinds:
                     rec = _inject(model, scorer, cfg, task, ex, clean, pos, kind, fns, methods, files, seed,
-                                  judge, resume)
+                                  judge, resume, replays)
                     injections.append(rec)
                     if on_episode:
                         on_episode(rec)
@@ -205,7 +200,7 @@ def load_model(value: str, scored: bool) -> tuple[Any, Any]:
 
 def _inject(model: Any, scorer: Any, cfg: Any, task: LookupTask, ex: dict[str, Any], clean: dict[str, Any],
             pos: dict[str, Any], kind: str, fns: dict[str, Any], methods: list[str], files: RunFiles | None,
-            seed: int, judge: Any, resume: bool) -> dict[str, Any]:
+            seed: int, judge: Any, resume: bool, replays: int = 3) -> dict[str, Any]:
     """One injection: read back (``resume``) or run, and score it when it propagated."""
     eid = f"{clean['run']}-{pos['agent']}-{kind}"
     if resume and files:
@@ -236,7 +231,10 @@ def _inject(model: Any, scorer: Any, cfg: Any, task: LookupTask, ex: dict[str, A
             if not score.passed:
                 loss = task.loss(ex, ep.output, ep.trace, score)
                 tie = int(hashlib.sha256(eid.encode()).hexdigest()[:8], 16)  # the same seed whatever is selected
-                ctx = BlameContext(ep.trace, loss, scorer, seed=seed + tie, judge=judge)
+                replayer = Replayer(lambda: GraphSystem(cfg, {"default": model}), ex, ep.trace,
+                                    lambda out, trace: task.metric(ex, out, trace).passed, seed, episode=eid)
+                ctx = BlameContext(ep.trace, loss, scorer, seed=seed + tie, judge=judge, replayer=replayer,
+                                   replays=replays)
                 rec |= {"candidates": len(ctx.upstream()), "methods": score_methods(ctx, fns, pos["agent"], node),
                         "loss": loss.to_dict()}
                 if files:

@@ -73,7 +73,7 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
     the fields an episode record holds per method (see the module docstring), with its cost."""
     out: dict[str, dict[str, Any]] = {}
     for m, fn in fns.items():
-        b0, f0, s0, j0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests
+        b0, f0, s0, j0, g0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests, ctx.generations
         t0 = time.time()
         ranking = fn(ctx)
         out[m] = {
@@ -82,9 +82,9 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
             "agent_top3": top3(ranking, agent),
             "ranking": [b.to_dict() for b in ranking[:5]],
             "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
-            "judge_requests": ctx.judge_requests - j0,
+            "judge_requests": ctx.judge_requests - j0, "generations": ctx.generations - g0,
             "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
-            # scorer time, or for a judge the wall time of its requests
+            # scorer time (replay: its runs' time), or for a judge the wall time of its requests
             "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
         }
     return out
@@ -198,7 +198,7 @@ def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
         s = sum(r["methods"][m][k] for r in records)
         lo, hi = wilson(s, n)
         out[k] = {"value": s / n if n else 0.0, "ci95": [lo, hi]}
-    for k in ("seconds", "backward", "forward", "judge_requests"):
+    for k in ("seconds", "backward", "forward", "judge_requests", "generations"):
         out[k] = sum(r["methods"][m].get(k, 0) for r in records) / max(n, 1)
     out["unparsed"] = sum(bool(r["methods"][m].get("unparsed")) for r in records)  # a count, not a mean
     return out
