@@ -384,3 +384,47 @@ def test_cli_batch_tokens_writes_the_same_attribution(tmp_path, tiny_llama):
             assert na["input_ids"] == nb["input_ids"]
             for sa, sb in zip(na["sources"], nb["sources"], strict=True):
                 assert all(close(sa["weights"][k], sb["weights"][k], 1e-5) for k in ("mean_l1", "max_l1"))
+
+
+def test_occlusion_equals_one_forward_pass_per_occluded_source(tiny_llama):
+    """The batched occlusion weights equal those of a from-scratch loop (plain transformers, one
+    unbatched pass per variant); the whole-output and targeted weights come from one batch."""
+    tr = tool_trace()
+    node = tr.calls()[-1]
+    sc = Scorer(str(tiny_llama))
+    r = render_call(sc.tokenizer, node)
+    o_s, o_e = r.output_range
+    assert len(r.source_ranges) >= 3  # the user input, the memory, the first call, the tool result
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_llama)).eval()
+    fill = sc.tokenizer(" ", add_special_tokens=False)["input_ids"][0]
+
+    def logp(ids, keep):
+        with torch.no_grad():
+            lp = model(torch.tensor([ids])).logits[0].log_softmax(-1)
+        return sum(float(lp[t - 1, ids[t]]) for t in keep)
+
+    region = [(0, 7)]  # "The Hil": only the output tokens that cover it
+    for chars in (None, region):
+        keep = r.output_tokens_for(chars) if chars else list(range(o_s, o_e))
+        assert 0 < len(keep) <= o_e - o_s
+        base = logp(r.input_ids, keep)
+        want = {}
+        for src, ranges in r.source_ranges.items():
+            ids = list(r.input_ids)
+            for a, b in ranges:
+                ids[a:b] = [fill] * (b - a)
+            want[src] = base - logp(ids, keep)
+        got = sc.occlusion(tr, node, chars)
+        assert got.keys() == want.keys()
+        for src in want:
+            assert got[src] == pytest.approx(want[src], rel=1e-4, abs=1e-4), (chars, src)
+    # a chunk of one variant at a time gives the same weights
+    vectors = sc.occlusion_vectors(tr, node)
+    old = sc.model.get_output_embeddings
+    sc.model.get_output_embeddings = lambda: torch.nn.Linear(1, 10 ** 9, bias=False, device="meta")
+    try:
+        again = sc.occlusion_vectors(tr, node)
+    finally:
+        sc.model.get_output_embeddings = old
+    assert again[1] == pytest.approx(vectors[1], abs=1e-5)
+    assert all(again[2][s] == pytest.approx(vectors[2][s], abs=1e-5) for s in vectors[2])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentgrad.cli import main
+from agentgrad.errors import ConfigError
 from agentgrad.importers import import_chat, import_whowhen, whowhen_archive
 from conftest import assert_spans_exact
 
@@ -170,6 +171,38 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
     assert g["all"]["chance"]["step"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 4) / 3)
     assert g["all"]["chance"]["agent"] == pytest.approx((1 / 3 + 2 / 3 + 1 / 4) / 3)
     assert len(list((tmp_path / "W" / "logs").glob("*.json"))) == 3
+
+
+def test_whowhen_scores_only_the_logs_that_fit_counts_the_others_per_subset_and_resumes(tmp_path, tiny_llama):
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.benchmarks.whowhen.bench import longest_call, run_whowhen
+
+    traces = import_whowhen(_fixture(tmp_path)).traces
+    sc = Scorer(str(tiny_llama), on_too_long="skip")
+    lens = {t.id: longest_call(sc, t) for t in traces}
+    algo = next(t.id for t in traces if t.meta["labels"]["subset"] == "algorithm")
+    assert lens[algo] > max(v for k, v in lens.items() if k != algo)  # its 4 steps make it the longest
+    sc.max_context = lens[algo] - 1
+    W = tmp_path / "W"
+    m = run_whowhen(traces, ["last", "random"], scorer=sc, out=W, exclude_too_long=True)
+    assert (m["logs"], m["excluded"]) == (2, 1)
+    assert (m["groups"]["algorithm"]["n"], m["groups"]["algorithm"]["excluded"]) == (0, 1)
+    assert (m["groups"]["hand"]["n"], m["groups"]["hand"]["excluded"]) == (2, 0)
+    assert m["groups"]["all"]["methods"]["last"]["agent"]["value"] == 1.0  # the two hand logs (hand-computed above)
+    assert json.loads((W / "logs" / f"{algo}.json").read_text()) == {
+        "log": algo, "subset": "algorithm", "excluded": True, "tokens": lens[algo]}
+    # --resume: finished logs are read back, not run again (an edited record stays as edited)
+    hand = next(t.id for t in traces if t.id != algo)
+    rec = json.loads((W / "logs" / f"{hand}.json").read_text())
+    rec["methods"]["last"]["agent"] = 0.0
+    (W / "logs" / f"{hand}.json").write_text(json.dumps(rec))
+    m2 = run_whowhen(traces, ["last"], scorer=sc, out=W, exclude_too_long=True, resume=True)
+    assert m2["groups"]["all"]["methods"]["last"]["agent"]["value"] == 0.5 and m2["excluded"] == 1
+    with pytest.raises(ConfigError, match="different with_ground_truth"):
+        run_whowhen(traces, ["last"], scorer=sc, out=W, with_ground_truth=False, exclude_too_long=True, resume=True)
+    # without exclusion every log is scored and the long one counted as attributed as far as it fits
+    m3 = run_whowhen(traces, ["last"], scorer=sc)
+    assert m3["logs"] == 3 and m3["excluded"] == 0
 
 
 def test_a_judge_that_cannot_keep_the_format_is_counted_never_a_crash(tmp_path):

@@ -447,33 +447,58 @@ class Scorer:
             del self._cache_nbytes[old]
         return rewrap_cache(cache), False
 
-    def occlusion(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
-                  filler: str = " ") -> dict[int, float]:
-        """Counterfactual occlusion: per source, log p(output) minus log p(output) with the source's
-        tokens replaced by a neutral filler token (same length). One forward pass per source, no
-        gradients. With ``target_chars``, only those output tokens are scored (as for gradients)."""
+    def occlusion_vectors(self, trace: Trace, node: Node, filler: str = " ") -> Any:
+        """The log p of every output token of a call, as recorded and with each source's tokens
+        replaced by a neutral filler token (same length): ``(rendering, base, {source: vector})``, or
+        None when the output is empty, the call has no source or exceeds the context. The variants
+        have one length, so they run as one batch (chunked to bound the logits' memory); no
+        gradients. Every objective's occlusion weights are sums over these (:meth:`occlusion`)."""
         import torch
 
         r = render_call(self.tokenizer, node)
         o_s, o_e = r.output_range
         if o_e <= o_s or not r.source_ranges or len(r.input_ids) > self.max_context:
-            return {s: 0.0 for s in r.source_ranges}
-        fill = self.tokenizer(filler, add_special_tokens=False)["input_ids"] or [self.tokenizer.eos_token_id]
-        targets = (r.output_tokens_for(target_chars) if target_chars else None) or list(range(o_s, o_e))
-        sel = torch.tensor([t - o_s for t in targets], device=self.device)  # (n_t,)
-
-        def logp(ids: list[int]) -> float:
-            return float(self._output_logprobs(ids, o_s, o_e)[sel].sum())
-
-        base = logp(r.input_ids)
-        out = {}
-        for src, ranges in r.source_ranges.items():
+            return None
+        fill = (self.tokenizer(filler, add_special_tokens=False)["input_ids"] or [self.tokenizer.eos_token_id])[0]
+        sources = list(r.source_ranges)
+        variants = [list(r.input_ids)]
+        for src in sources:
             ids = list(r.input_ids)
-            for a, b in ranges:
-                for t in range(a, b):
-                    ids[t] = fill[0]
-            out[src] = base - logp(ids)  # how much the output needed this source
-        return out
+            for a, b in r.source_ranges[src]:
+                ids[a:b] = [fill] * (b - a)
+            variants.append(ids)
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        per_chunk = max(1, int(256e6 // (4 * (o_e - o_s + 1) * vocab)))  # at most ~256 MB of logits at once
+        rows: list[list[float]] = []
+        for i in range(0, len(variants), per_chunk):
+            x = torch.tensor(variants[i:i + per_chunk], device=self.device)  # (B, T)
+            with torch.no_grad():
+                logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[:, :-1].float()  # (B, n_out, V)
+            lp = logits.log_softmax(-1).gather(-1, x[:, o_s:o_e, None])[..., 0]  # (B, n_out)
+            rows.extend(lp.tolist())
+        return r, rows[0], dict(zip(sources, rows[1:]))
+
+    @staticmethod
+    def occlusion_weights(vectors: Any, target_chars: list[tuple[int, int]] | None = None) -> dict[int, float]:
+        """Per source, log p(output) minus log p(output) with the source occluded, from
+        :meth:`occlusion_vectors`; with ``target_chars``, only those output tokens count."""
+        r, base, occluded = vectors
+        o_s, o_e = r.output_range
+        targets = (r.output_tokens_for(target_chars) if target_chars else None) or list(range(o_s, o_e))
+        keep = [t - o_s for t in targets]
+        total = sum(base[i] for i in keep)
+        return {src: total - sum(v[i] for i in keep) for src, v in occluded.items()}
+
+    def occlusion(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
+                  filler: str = " ") -> dict[int, float]:
+        """Counterfactual occlusion: per source, log p(output) minus log p(output) with the source's
+        tokens replaced by a neutral filler token (same length). One batched forward pass of every
+        variant, no gradients. With ``target_chars``, only those output tokens are scored (as for
+        gradients). Zero weights where the call cannot be scored."""
+        vectors = self.occlusion_vectors(trace, node, filler)
+        if vectors is None:
+            return {s: 0.0 for s in render_call(self.tokenizer, node).source_ranges}
+        return self.occlusion_weights(vectors, target_chars)
 
     def _output_logprobs(self, ids: list[int], o_s: int, o_e: int) -> Any:
         """log p of tokens ``o_s .. o_e - 1`` of ``ids``, each given the tokens before it (no gradients)."""

@@ -133,10 +133,13 @@ class BlameContext:
                                                                list(region) if region else None), 1, lambda v: 0)
 
     def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
-        """Occlusion weights of a call's sources (one forward pass, plus one per source)."""
-        return self._cached(("occlusion", node, region or ()),
-                            lambda: self.scorer.occlusion(self.trace, self.trace.nodes[node],
-                                                          list(region) if region else None), 0, lambda v: 1 + len(v))
+        """Occlusion weights of a call's sources (one forward pass, plus one per source: counted so
+        for every method, though every objective and region of a call shares one batch of them)."""
+        vectors = self._cached(("occlusion", node), lambda: self.scorer.occlusion_vectors(self.trace, self.trace.nodes[node]),
+                               0, lambda v: 0 if v is None else 1 + len(v[2]))
+        if vectors is None:
+            return {s: 0.0 for s in self.render(node).source_ranges}
+        return self.scorer.occlusion_weights(vectors, list(region) if region else None)
 
     def output_logprobs(self, node: int) -> Any:
         """(rendering, log p of each output token) of a call; None when it cannot be scored."""

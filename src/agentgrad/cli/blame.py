@@ -144,16 +144,20 @@ def bench_whowhen(
                                            help="Whether the verbal loss states the expected answer."),
     methods: str = typer.Option("", "--methods", help="Names/prefixes (default: GBC earliest/maxw variants, "
                                                       "occlusion, temporal, random, all, last; judge with --judge)."),
-    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer (HF folder or hub id) for the "
-                                                               "gradient, occlusion and temporal methods."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer for the gradient, occlusion and "
+                                                               "temporal methods: smollm2, gguf:FILE, a HF folder "
+                                                               "or hub id, trained."),
     judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
                                                   "folder, openai:MODEL@URL."),
-    on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log) or "
-                                                                  "error."),
+    on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log), "
+                                                                  "exclude (score only the logs that fit the "
+                                                                  "scorer's context, count the others) or error."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
     archive: Optional[Path] = typer.Option(None, "--archive", help="who_and_when.tar.gz (default: the data "
                                                                    "directory's)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped run in --out: logs already scored are "
+                                                        "read back."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
     from agentgrad.attribution.scorer import Scorer
@@ -164,24 +168,27 @@ def bench_whowhen(
     from agentgrad.core.files import check_new_output
     from agentgrad.importers import import_whowhen
 
-    if on_too_long not in ("skip", "error"):
-        raise ConfigError(f"--on-too-long must be skip or error, got {on_too_long!r}")
+    if on_too_long not in ("skip", "exclude", "error"):
+        raise ConfigError(f"--on-too-long must be skip, exclude or error, got {on_too_long!r}")
     spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
     names = select_methods(spec, judge=bool(judge))
     scored = [n for n in names if needs_scorer(n)]
     if scored and not scorer:
         raise ConfigError(f"{scored[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
                           f"(or choose --methods random,all,last,judge)")
-    check_new_output(out, overwrite, "dir", protect=[archive] if archive else None)
+    check_new_output(out, overwrite or resume, "dir", protect=[archive] if archive else None)
     with console.status("reading the Who&When logs"):
         res = import_whowhen(archive, subset)
     if res.broken:
         err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
     jm = Judge(make_judge(judge)) if judge else None
-    sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long=on_too_long) if scorer else None
+    sc = Scorer(str(resolve_scorer(scorer)), device=device,
+                on_too_long="skip" if on_too_long == "exclude" else on_too_long) if scorer else None
     with _progress() as progress:
         bar = progress.add_task("logs", total=len(res.traces))
-        m = run_whowhen(res.traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar))
+        m = run_whowhen(res.traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
+                        exclude_too_long=on_too_long == "exclude" and sc is not None, resume=resume,
+                        setup={"scorer": scorer, "judge": judge, "subset": subset})
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
     columns = [f"{g} {k}" for g in groups for k in ("agent", "step")]
     table = _methods_table(f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
@@ -198,8 +205,13 @@ def bench_whowhen(
                                              for k in ("agent", "step")])
     _print_wide(table)
     _print_unparsed({k: v.get("unparsed", 0) for k, v in m["groups"]["all"]["methods"].items()}, m["logs"])
-    console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
-                  f"{m['groups']['all']['too_long']}")
+    if m["excluded"]:
+        console.print("logs longer than the scorer's context, not scored: " + ", ".join(
+            f"{g} {m['groups'][g]['excluded']} of {m['groups'][g]['excluded'] + m['groups'][g]['n']}"
+            for g in groups), markup=False)
+    else:
+        console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
+                      f"{m['groups']['all']['too_long']}")
     pub = m["published"]
     table = _methods_table(f"published (not measured here): {pub['judge_model']} as the judge, "
                            f"{pub['setting'].replace('_', ' ')}; agent / step accuracy", columns)

@@ -14,7 +14,8 @@ the ``stop`` rule falls back to ``path``). Its top-ranked blame is scored agains
 The blamed step of a GBC method is the node its rule ranks first: ``earliest`` the earliest call on
 the kept path, ``maxw`` the node whose edge to its successor weighs most, ``path`` every node on the
 path, tied. A log longer than the scorer's context is attributed as far as it fits and counted
-(``too_long``), never dropped. The paper's published figures (its Table 1: random and the three
+(``too_long``); with ``exclude_too_long`` it is not scored at all, only counted per subset
+(``excluded``: the figures are then those of the logs that fit). The paper's published figures (its Table 1: random and the three
 judge protocols with GPT-4o, per subset, with and without ground truth) are stored as data in
 ``published/whowhen.json`` with their source and returned by :func:`published`; they are not
 measured here.
@@ -23,11 +24,12 @@ measured here.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.benchmarks.planted.bench import top1_credit, wilson
+from agentgrad.benchmarks.planted.bench import check_setup, top1_credit, wilson
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.core.trace import Trace
@@ -69,15 +71,65 @@ def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
     return VerbalLoss(text, [final], "whowhen", {})
 
 
+def longest_call(scorer: Any, trace: Trace) -> int:
+    """The tokens of the trace's longest call as the scorer renders it (its prompt and output)."""
+    from agentgrad.attribution.render import render_call
+
+    return max((len(render_call(scorer.tokenizer, n).input_ids) for n in trace.calls()), default=0)
+
+
+def _read_back(files: RunFiles | None, log: str, methods: list[str]) -> dict[str, Any] | None:
+    """A log's record from an earlier run, if it covers ``methods`` (an excluded log's always does)."""
+    if files is None:
+        return None
+    try:
+        rec = json.loads(files.path("logs", f"{log}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if rec.get("excluded"):
+        return rec
+    if not set(methods) <= set(rec.get("methods", {})):
+        return None
+    rec["methods"] = {m: rec["methods"][m] for m in methods}
+    return rec
+
+
 def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, judge: Any = None,
                 with_ground_truth: bool = True, out: Path | None = None, seed: int = 0,
-                on_log: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Every method on every log; agent- and step-level accuracy per subset with 95% intervals."""
+                on_log: Callable[[dict[str, Any]], None] | None = None, exclude_too_long: bool = False,
+                resume: bool = False, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every method on every log; agent- and step-level accuracy per subset with 95% intervals.
+
+    ``exclude_too_long``: a log whose longest call exceeds the scorer's context is counted, not
+    scored. ``resume``: the records of ``out/logs/`` that cover ``methods`` are read back instead
+    of run again (``setup``, what produced the figures, must be the earlier run's: ``bench.json``).
+    Each method's record holds its scorer seconds (a judge's: the wall time of its requests)."""
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
+    if out is not None:
+        setup = {**(setup or {}), "seed": seed, "with_ground_truth": with_ground_truth,
+                 "exclude_too_long": exclude_too_long}
+        check_setup(Path(out), setup, resume)
+        files.write_json("bench.json", data=setup)  # type: ignore[union-attr]
     records = []
     for i, tr in enumerate(traces):
         labels = tr.meta["labels"]
+        done = _read_back(files, tr.id, methods) if resume else None
+        if done is not None:
+            records.append(done)
+            if on_log:
+                on_log(done)
+            continue
+        if exclude_too_long and scorer is not None:
+            tokens = longest_call(scorer, tr)
+            if tokens > scorer.max_context:
+                rec = {"log": tr.id, "subset": labels["subset"], "excluded": True, "tokens": tokens}
+                records.append(rec)
+                if files:
+                    files.write_json("logs", f"{tr.id}.json", data=rec)
+                if on_log:
+                    on_log(rec)
+                continue
         seen = tr.without_meta("labels")
         ctx = BlameContext(seen, whowhen_loss(tr, with_ground_truth), scorer, seed + i, judge)
         upstream = ctx.upstream()
@@ -88,8 +140,10 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
             "chance": {"agent": sum(seen.nodes[n].name.lower() == truth_agent for n in upstream) / max(len(upstream), 1),
                        "step": 1 / max(len(upstream), 1)}}
         for m, fn in fns.items():
+            s0, j0, t0 = ctx.seconds, ctx.judge_requests, time.time()
             ranking = fn(ctx)
             rec["methods"][m] = {
+                "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 3),
                 "agent": top1_credit(ranking, truth_agent, lambda b: b.agent.lower()),
                 "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
                 "step_within": step_within(ranking, labels["mistake_node"]),
@@ -109,20 +163,26 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
 
 
 def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
+    """Per group (all, each subset): the scored logs' figures; ``excluded`` counts the logs left out
+    as longer than the scorer's context."""
     groups: dict[str, list[dict[str, Any]]] = {"all": records}
     for r in records:
         groups.setdefault(r["subset"], []).append(r)
-    out: dict[str, Any] = {"logs": len(records), "methods": methods, "groups": {}}
-    for g, rs in groups.items():
+    scored = [r for r in records if not r.get("excluded")]
+    out: dict[str, Any] = {"logs": len(scored), "excluded": len(records) - len(scored), "methods": methods,
+                           "groups": {}}
+    for g, all_rs in groups.items():
+        rs = [r for r in all_rs if not r.get("excluded")]
         n = len(rs)
         out["groups"][g] = {
-            "n": n, "too_long": sum(r["too_long"] for r in rs),
+            "n": n, "excluded": len(all_rs) - n, "too_long": sum(r["too_long"] for r in rs),
             "chance": {k: sum(r["chance"][k] for r in rs) / max(n, 1) for k in ("agent", "step")},
             "methods": {m: {k: {"value": sum(r["methods"][m][k] for r in rs) / max(n, 1),
                                 "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
                             for k in ("agent", "step")}
                         | {"step_within": {str(t): sum(r["methods"][m]["step_within"][str(t)]
                                                        for r in rs) / max(n, 1) for t in TOLERANCES},
-                           "unparsed": sum(bool(r["methods"][m].get("unparsed")) for r in rs)}
+                           "unparsed": sum(bool(r["methods"][m].get("unparsed")) for r in rs),
+                           "seconds": sum(r["methods"][m].get("seconds", 0.0) for r in rs) / max(n, 1)}
                         for m in methods}}
     return out
