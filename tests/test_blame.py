@@ -140,6 +140,11 @@ def test_benchmark_runs_every_method_on_the_tiny_model(tiny_llama, tmp_path):
     # gradients were really taken (each pass is counted once, by the first method that needed it)
     assert sum(m["groups"]["all"][k]["backward"] for k in methods if k.startswith("gbc:")) >= 2
     assert m["groups"]["all"]["occlusion:whole:maxw"]["forward"] >= 1
+    # the episode's wall time holds every method's passes, each run once: no less than the costliest
+    # method alone, and well under the sum of what each method would cost on its own
+    alone = [r["seconds"] for r in rec["methods"].values()]
+    assert max(alone) - 0.05 <= rec["seconds"] < sum(alone) / 2
+    assert m["seconds_per_episode"] > 0
 
 
 def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
@@ -147,7 +152,7 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
                        "--topology", "fanin", "--faults", "tool", "--methods", "last,random,gbc:mean_l1:whole")
     assert rc == 0, err
     metrics = json.loads((tmp_path / "B" / "metrics.json").read_text())
-    assert metrics["episodes"] == 1 and "last" in out
+    assert metrics["episodes"] == 1 and "last" in out and "wall time per episode, the " in out
     # each episode's trace and whole-output attribution are kept for the report
     ep = next((tmp_path / "B" / "episodes").glob("*.json")).name
     att = json.loads((tmp_path / "B" / "attribution" / ep).read_text())

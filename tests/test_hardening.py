@@ -336,3 +336,18 @@ def test_help_shows_flags_without_a_type():
     assert "Show tracebacks" in line and "<" not in line
     line = next(line for line in cli("demo", "--help")[1].splitlines() if "--resume" in line)
     assert "Continue" in line and "<" not in line
+
+
+def test_the_interrupt_line_counts_a_benchmark_episode_once_and_whowhen_logs(tmp_path):
+    """A benchmark writes an episode's record (episodes/) beside its trace (traces/); Who&When writes logs/."""
+    from agentgrad.runs.rundir import kept_summary
+
+    for i in range(3):
+        for d in ("episodes", "traces"):
+            (tmp_path / "b" / d).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "b" / d / f"e{i}.json").write_text("{}")
+    assert kept_summary(tmp_path / "b").endswith("keeps 3 finished episode(s)")
+    (tmp_path / "w" / "logs").mkdir(parents=True)
+    for i in range(2):
+        (tmp_path / "w" / "logs" / f"l{i}.json").write_text("{}")
+    assert kept_summary(tmp_path / "w").endswith("keeps 2 finished log(s)")

@@ -317,6 +317,7 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
     assert rec["methods"]["gbc:mean_l1:whole:maxw"]["top"] is not None  # the whole log was attributed
     printed = capsys.readouterr().out
     assert "published (not measured here)" in printed and "0.552" in printed and "arXiv:2505.00212" in printed
+    assert "wall time per log, the 4 methods together" in printed and m["groups"]["all"]["seconds_per_log"] > 0
     assert "within 5" in printed and "judge:all_at_once (published)" in printed  # the paper's Table 2 beside ours
     # the report: every method side by side, and every log's truth against each method's pick
     from agentgrad.report.html import render_report
@@ -324,6 +325,15 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
     html, info = render_report(out)
     assert info["episodes"] == 3 and "Who&amp;When logs (3)" in html and "gbc:mean_l1:whole:maxw" in html
     assert "judge:all_at_once (published, gpt-4o judge, not measured here)" in html and "0.5517" in html
+    # --logs N scores the first N logs; --resume without it reads them back and goes on to the rest
+    part = tmp_path / "P"
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(part), "--methods", "last", "--logs", "2"]) == 0
+    assert json.loads((part / "metrics.json").read_text())["logs"] == 2 and len(list((part / "logs").glob("*.json"))) == 2
+    first = {p.name: p.stat().st_mtime_ns for p in (part / "logs").glob("*.json")}
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(part), "--methods", "last", "--resume"]) == 0
+    assert json.loads((part / "metrics.json").read_text())["logs"] == 3
+    assert {n: (part / "logs" / n).stat().st_mtime_ns for n in first} == first  # read back, not written again
+    capsys.readouterr()
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "C")]) == 2
     assert "--scorer" in capsys.readouterr().err
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "D"), "--methods", "last",

@@ -16,7 +16,8 @@ from agentgrad.cli._common import _progress, bench_app, console, err_console
 @bench_app.command("blame")
 def bench_blame(
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json and episodes/ (must be new or empty)."),
-    scorer: str = typer.Option("trained", "--scorer", help="trained (built and cached here), or a model folder / "
+    scorer: str = typer.Option("trained", "--scorer", help="trained (built and cached here), smollm2 (the "
+                                                          "embedded real model), gguf:FILE, a model folder or "
                                                           "hub id (e.g. Qwen/Qwen3-0.6B)."),
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per topology and fault kind."),
     topology: str = typer.Option("all", "--topology", help="chain, fanin, manager, broadcast (comma list) or all."),
@@ -62,6 +63,9 @@ def bench_blame(
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
     _print_unparsed({k: v.get("unparsed", 0) for k, v in metrics["groups"]["all"].items()}, metrics["episodes"])
+    if metrics.get("seconds_per_episode") is not None:
+        console.print(f"wall time per episode, the {len(names)} methods together (shared passes counted once): "
+                      f"{metrics['seconds_per_episode']:.1f} s")
     console.print(f"written: {out}/metrics.json, {out}/episodes/")
 
 
@@ -158,6 +162,9 @@ def bench_whowhen(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped run in --out: logs already scored are "
                                                         "read back."),
+    logs: Optional[int] = typer.Option(None, "--logs", min=1, help="Only the first N logs of the subset (in the "
+                                                                   "archive's order); --resume without it goes on "
+                                                                   "to every log."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
     from agentgrad.attribution.scorer import Scorer
@@ -181,12 +188,13 @@ def bench_whowhen(
         res = import_whowhen(archive, subset)
     if res.broken:
         err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
+    traces = res.traces[:logs] if logs else res.traces
     jm = Judge(make_judge(judge)) if judge else None
     sc = Scorer(str(resolve_scorer(scorer)), device=device,
                 on_too_long="skip" if on_too_long == "exclude" else on_too_long) if scorer else None
     with _progress() as progress:
-        bar = progress.add_task("logs", total=len(res.traces))
-        m = run_whowhen(res.traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
+        bar = progress.add_task("logs", total=len(traces))
+        m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
                         exclude_too_long=on_too_long == "exclude" and sc is not None, resume=resume,
                         setup={"scorer": scorer, "judge": judge, "subset": subset})
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
@@ -212,6 +220,8 @@ def bench_whowhen(
     else:
         console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
                       f"{m['groups']['all']['too_long']}")
+    if m["groups"].get("all", {}).get("seconds_per_log") is not None:
+        console.print(f"wall time per log, the {len(names)} methods together: {m['groups']['all']['seconds_per_log']:.1f} s")
     pub = m["published"]
     table = _methods_table(f"published (not measured here): {pub['judge_model']} as the judge, "
                            f"{pub['setting'].replace('_', ' ')}; agent / step accuracy", columns)

@@ -136,7 +136,11 @@ def kept_summary(path: str | os.PathLike) -> str:
             return f"{p} keeps the checkpoint after step {state['step']} ({state['next_sample']} samples done)"
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    episodes = sum(1 for _ in p.glob("**/traces/*.json")) + sum(1 for _ in p.glob("**/episodes/*.json"))
+    # a benchmark writes one record per episode (episodes/) beside its trace (traces/): count each once
+    episodes = sum(1 for _ in p.glob("**/episodes/*.json")) or sum(1 for _ in p.glob("**/traces/*.json"))
     if episodes:
         return f"{p} keeps {episodes} finished episode(s)"
+    logs = sum(1 for _ in p.glob("logs/*.json"))  # bench whowhen: one record per log
+    if logs:
+        return f"{p} keeps {logs} finished log(s)"
     return f"{p} keeps {sum(1 for _ in p.glob('*.json'))} finished file(s)"

@@ -126,6 +126,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                     if on_episode:
                         on_episode(done)
                     continue
+                t_ep = time.time()
                 trace = E.without_truth(ep.trace)
                 ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge)
                 rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
@@ -135,6 +136,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                 if scorer is not None:
                     rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
                 rec["loss"] = ep.loss.to_dict()
+                rec["seconds"] = round(time.time() - t_ep, 3)  # every method together, passes shared
                 records.append(rec)
                 if files:
                     write_episode(files, trace, ep.loss, ctx, scorer, seed)
@@ -224,6 +226,9 @@ def summarize(records: list[dict[str, Any]], methods: list[str],
             hits = sum(v["hit1"] for v in vals)
             token[obj] = {"n": len(vals), "hit1": {"value": hits / len(vals), "ci95": list(wilson(hits, len(vals)))},
                           "mass": sum(v["mass"] for v in vals) / len(vals)}
+    timed = [r["seconds"] for r in records if "seconds" in r]
     return {"episodes": len(records), "methods": methods,
+            # wall time of an episode with every method at once (what --methods costs), where recorded
+            "seconds_per_episode": sum(timed) / len(timed) if timed else None,
             "chance_agent_top1": sum(1 / max(r["candidates"], 1) for r in records) / max(len(records), 1),
             "groups": {g: {m: _agg(rs, m) for m in methods} for g, rs in groups.items()}, "token": token}

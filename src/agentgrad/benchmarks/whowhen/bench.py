@@ -130,6 +130,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 if on_log:
                     on_log(rec)
                 continue
+        t_log = time.time()
         seen = tr.without_meta("labels")
         ctx = BlameContext(seen, whowhen_loss(tr, with_ground_truth), scorer, seed + i, judge)
         upstream = ctx.upstream()
@@ -150,6 +151,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
                 "top": ranking[0].to_dict() if ranking else None}
         rec["too_long"] = ctx.too_long()
+        rec["seconds"] = round(time.time() - t_log, 3)  # every method together, passes shared
         records.append(rec)
         if files:
             files.write_json("logs", f"{tr.id}.json", data=rec)
@@ -176,6 +178,9 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
         n = len(rs)
         out["groups"][g] = {
             "n": n, "excluded": len(all_rs) - n, "too_long": sum(r["too_long"] for r in rs),
+            # wall time of a log with every method at once, where recorded
+            "seconds_per_log": (sum(r["seconds"] for r in rs if "seconds" in r) / sum("seconds" in r for r in rs)
+                                if any("seconds" in r for r in rs) else None),
             "chance": {k: sum(r["chance"][k] for r in rs) / max(n, 1) for k in ("agent", "step")},
             "methods": {m: {k: {"value": sum(r["methods"][m][k] for r in rs) / max(n, 1),
                                 "ci95": list(wilson(sum(r["methods"][m][k] for r in rs), n))}
