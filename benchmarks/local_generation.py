@@ -33,6 +33,10 @@ from agentgrad.runs.runner import read_jsonl
 
 
 def measure(system: GraphSystem, examples: list[dict], concurrency: int) -> dict:
+    for model in {id(m): m for m in system.models.values()}.values():  # every series starts cold: no prompt
+        batcher = getattr(model, "batcher", None)                     # of an earlier series is reused
+        if batcher is not None:
+            batcher.prefixes.clear()
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as ex:
         eps = list(ex.map(system.run, examples))

@@ -59,12 +59,9 @@ def test_tool_calls_parsed_from_generated_tokens(tiny_llama, monkeypatch):
     m = HFModel(path=str(tiny_llama))
     tok = m.tokenizer
     reply = '<tool_call>{"name": "lookup", "arguments": {"city": "Paris"}}</tool_call><|im_end|>'
-    new_ids = torch.tensor([tok.encode(reply, add_special_tokens=False)])
-
-    def fake_generate(ids, **kw):
-        return torch.cat([ids, new_ids], dim=1)
-
-    monkeypatch.setattr(m.model, "generate", fake_generate)
+    new_ids = tok.encode(reply, add_special_tokens=False)
+    # the model "generates" the reply: the decoder greedy calls go through returns these ids
+    monkeypatch.setattr(m.batcher, "generate", lambda ids, limit, stop=(): list(new_ids))
     tool = Tool.from_function(lambda city: f"hotels in {city}", name="lookup")
     tool.parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     gen = m.generate(MSGS, [tool.schema()], GenerationSettings())

@@ -18,7 +18,7 @@ from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.core.model import GenerationSettings
 from agentgrad.models.fake import FakeModel
-from agentgrad.models.hf import HFModel
+from agentgrad.models.hf import HFModel, _Request, render_chat
 from agentgrad.models.spec import embedded_gguf
 from conftest import assert_spans_exact
 
@@ -90,17 +90,19 @@ def test_batched_greedy_replies_equal_one_at_a_time(smol):
                "Record: Name: Alice. City: Lyon. Pet: cat. What is Alice's city?"]
     st = GenerationSettings(max_new_tokens=12)
     one = [smol.generate([{"role": "user", "content": p}], None, st) for p in prompts]
-    calls = []
-    real = smol._decode
-    smol._decode = lambda batch: calls.append(len(batch)) or real(batch)
-    try:
-        with ThreadPoolExecutor(4) as ex:
-            many = list(ex.map(lambda p: smol.generate([{"role": "user", "content": p}], None, st), prompts))
-    finally:
-        smol._decode = real
+    assert smol.batcher is not None  # SmolLM2 is continuously batched
+    smol.batcher.peak_rows = 0
+    with ThreadPoolExecutor(4) as ex:
+        many = list(ex.map(lambda p: smol.generate([{"role": "user", "content": p}], None, st), prompts))
+    peak = smol.batcher.peak_rows
     assert [g.text for g in many] == [g.text for g in one]
     assert [g.usage for g in many] == [g.usage for g in one]
-    assert max(calls) > 1 and sum(calls) == len(prompts)  # some calls shared a batch
+    assert peak > 1  # some calls shared decoding steps
+    # and both equal Hugging Face's own generate, one prompt at a time
+    for p, g in zip(prompts, one):
+        ids = smol.tokenizer(render_chat(smol.tokenizer, [{"role": "user", "content": p}], None, add_generation_prompt=True),
+                             add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+        assert smol._reply(smol._decode([_Request(ids, 12, st)])[0], ids.shape[0], 12, None, st).text == g.text
     # seeded sampling is never batched: its reply does not depend on what else runs
     sample = GenerationSettings(max_new_tokens=8, temperature=1.0, seed=3)
     alone = smol.generate([{"role": "user", "content": prompts[0]}], None, sample).text

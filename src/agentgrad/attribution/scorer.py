@@ -16,7 +16,6 @@ Two paths give the same numbers:
 from __future__ import annotations
 
 import copy
-import inspect
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
+from agentgrad.models.batching import cache_kwarg, output_cache
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 
 
@@ -117,17 +117,6 @@ def _runs(positions: list[int]) -> list[tuple[int, int]]:
             out.append((t, t + 1))
     return out
 
-
-def cache_kwarg(model: Any) -> str:
-    """The name ``model.forward`` takes a key/value cache under: ``cache`` from transformers 5.24
-    (which warns on the old name), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def output_cache(out: Any) -> Any:
-    """The key/value cache a forward pass returned, under either transformers name."""
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
 
 
 def rewrap_cache(cache: Any) -> Any:

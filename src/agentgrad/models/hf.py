@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentgrad.core.config import validate
 from agentgrad.errors import ContextLengthError, ModelError
 from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
+from agentgrad.models.batching import ContinuousBatcher, supports_continuous_batching
 from agentgrad.models.toolparse import parse_tool_calls
 
 
@@ -160,6 +161,10 @@ class HFModel(ThreadedAsyncMixin):
         self._queue_lock = threading.Lock()
         self._pending: list[_Request] = []  # calls waiting for the model, batched when compatible
         self.max_batch = 16
+        # greedy calls: continuous batching (rows join and leave the batch per token) where the
+        # model's cache allows it; else compatible waiting calls share one padded generate
+        self.batcher = (ContinuousBatcher(self.model, self.tokenizer, self._lock, self.max_batch)
+                        if supports_continuous_batching(self.model) else None)
 
     @classmethod
     def shared(cls, name: str = "hf", **options: Any) -> "HFModel":
@@ -180,8 +185,9 @@ class HFModel(ThreadedAsyncMixin):
 
     def generate(self, messages, tools, settings: GenerationSettings) -> Generation:
         """One reply. Greedy calls made at the same time from several threads (concurrent episodes)
-        are decoded together in one batched ``generate``; seeded sampling runs alone, so that its
-        result never depends on what else ran."""
+        are decoded together: continuously batched (:mod:`agentgrad.models.batching`), else in one
+        padded ``generate``; seeded sampling runs alone, so that its result never depends on what
+        else ran."""
         prompt = render_chat(self.tokenizer, messages, tools, add_generation_prompt=True)
         ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"][0]  # (T,)
         n = ids.shape[0]
@@ -192,6 +198,9 @@ class HFModel(ThreadedAsyncMixin):
         cap = self.max_context - n
         limit = cap if settings.max_new_tokens is None else min(settings.max_new_tokens, cap)
         req = _Request(ids, limit, settings)
+        if req.greedy and self.batcher is not None:
+            new = self.batcher.generate(ids.tolist(), limit, tuple(settings.stop))
+            return self._reply(new, n, limit, tools, settings)
         with self._queue_lock:
             self._pending.append(req)
         while not req.done:

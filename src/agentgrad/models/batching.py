@@ -1,0 +1,359 @@
+"""Continuous batching of greedy generation for one local causal LM.
+
+Concurrent greedy calls to one loaded model (the episodes of a run at ``--concurrency`` N) are
+decoded by one worker thread, one token per step for every active call. A call that finishes
+(end-of-sequence, its token limit, or one of its stop strings) leaves the batch at once, and a call
+that arrives while others are decoding joins at the next step: its prompt is prefilled and its
+key/value cache merged into the running batch. No row waits for the longest reply of its batch,
+and no call waits for a batch to end before it starts.
+
+Rows of different lengths share one left-padded key/value cache: keys are stored already rotated
+for their own positions, each row carries its own position ids and attention mask, and padding is
+masked. Greedy decoding is what is batched: its result does not depend on which other calls share
+the batch (up to float rounding of the batched matrix products). Models whose cache is not a plain
+per-layer key/value store (sliding-window layers, for one) are not batched this way:
+:func:`supports_continuous_batching` says which.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import deque
+from typing import Any
+
+
+def cache_kwarg(model: Any) -> str:
+    """The name ``model.forward`` takes a key/value cache under: ``cache`` from transformers 5.24
+    (which warns on the old name), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def output_cache(out: Any) -> Any:
+    """The key/value cache a forward pass returned, under either transformers name."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def _inference() -> Any:
+    import torch
+
+    return torch.inference_mode()
+
+
+def greedy_suppressed(model: Any) -> list[int] | None:
+    """The token ids greedy decoding must never pick under ``model``'s generation config (its
+    ``suppress_tokens``), or None where greedy ``generate`` would apply another logits rule (a
+    repetition penalty, forced tokens, ...) that the batcher does not."""
+    try:
+        import copy
+
+        from transformers.generation.logits_process import SuppressTokensLogitsProcessor
+
+        gc = copy.deepcopy(model.generation_config)
+        gc.do_sample, gc.temperature, gc.top_p, gc.top_k = False, None, None, None
+        procs = model._get_logits_processor(generation_config=gc, input_ids_seq_length=1, device="cpu")
+    except Exception:  # a config or transformers version the check cannot read: not batched this way
+        return None
+    if any(not isinstance(p, SuppressTokensLogitsProcessor) for p in procs):
+        return None
+    return sorted({int(t) for p in procs for t in p.suppress_tokens.tolist()})
+
+
+def supports_continuous_batching(model: Any) -> bool:
+    """Whether ``model``'s key/value cache is a plain dynamic cache that rows can be merged into,
+    and greedy decoding under its generation config is an argmax (with suppressed tokens at most)."""
+    try:
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        cache = DynamicCache(config=model.config)
+        plain = bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+    except Exception:  # an architecture the check cannot build a cache for: not batched
+        return False
+    return plain and greedy_suppressed(model) is not None
+
+
+class PrefixCache:
+    """Key/value caches of recent prompts, so that a prompt starting like one seen before (an
+    agent's system prompt, a shared conversation) is prefilled from where they differ.
+
+    Entries are whole prompts (per-layer K, V of shape (1, H, T, D)), least recently used first
+    out once their total size exceeds ``max_bytes``."""
+
+    def __init__(self, max_bytes: int, min_tokens: int = 8):
+        self.max_bytes, self.min_tokens = max_bytes, min_tokens
+        self._entries: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}  # insertion order = recency
+        self.bytes = 0
+        self.hits = 0
+        self.reused_tokens = 0
+
+    @staticmethod
+    def _size(kv: list[tuple[Any, Any]]) -> int:
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+    def longest(self, ids: list[int]) -> tuple[int, list[tuple[Any, Any]] | None]:
+        """The longest cached prefix of ``ids`` (at least ``min_tokens``, one token short of the
+        whole prompt at most, so that the last position is computed): its length and K, V."""
+        best, found, key = 0, None, None
+        for toks, kv in self._entries.items():
+            n = min(len(toks), len(ids) - 1)
+            p = 0
+            while p < n and toks[p] == ids[p]:
+                p += 1
+            if p > best:
+                best, found, key = p, kv, toks
+        if best < self.min_tokens or found is None:
+            return 0, None
+        self._entries[key] = self._entries.pop(key)  # most recently used
+        self.hits += 1
+        self.reused_tokens += best
+        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in found]
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = self.hits = self.reused_tokens = 0
+
+    def add(self, ids: list[int], kv: list[tuple[Any, Any]]) -> None:
+        key = tuple(ids)
+        size = self._size(kv)
+        if size > self.max_bytes or key in self._entries:
+            return
+        self._entries[key] = kv
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            old = next(iter(self._entries))
+            self.bytes -= self._size(self._entries.pop(old))
+
+
+class Row:
+    """One waiting or decoding call: its prompt ids, token limit, stop strings and, once done, its
+    generated ids (the end-of-sequence token kept) or its error."""
+
+    def __init__(self, ids: list[int], limit: int, stop: tuple[str, ...]):
+        self.ids, self.limit, self.stop = ids, limit, stop
+        self.new: list[int] = []
+        self.pos = len(ids)  # position of the next token fed to the model
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+
+class ContinuousBatcher:
+    """A worker thread that decodes every submitted greedy call, rows joining and leaving per step.
+
+    ``lock`` is held for each model step (so other users of the model, such as seeded sampling,
+    interleave with the batch); ``max_batch`` rows decode at once, the others wait their turn."""
+
+    def __init__(self, model: Any, tokenizer: Any, lock: threading.Lock, max_batch: int = 16,
+                 prefill_tokens: int = 4096, prefix_cache_bytes: int = 256 * 2**20):
+        self.model, self.tokenizer, self.lock = model, tokenizer, lock
+        self.max_batch, self.prefill_tokens = max_batch, prefill_tokens
+        self.prefixes = PrefixCache(prefix_cache_bytes)
+        self.suppressed = greedy_suppressed(model) or []
+        eos = model.generation_config.eos_token_id
+        self.stops = (set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}) - {None}
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.pad = 0 if pad is None else pad
+        self._cond = threading.Condition()
+        self._waiting: deque[Row] = deque()
+        self._thread: threading.Thread | None = None
+        self.steps = 0  # decode steps taken
+        self.peak_rows = 0  # the most rows decoded in one step
+        self.joined = 0  # rows admitted while other rows were decoding
+
+    def generate(self, ids: list[int], limit: int, stop: tuple[str, ...] = ()) -> list[int]:
+        """The generated ids of one greedy call (blocks until it is done)."""
+        row = Row(ids, limit, tuple(stop))
+        with self._cond:
+            self._waiting.append(row)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="agentgrad-batcher", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        row.done.wait()
+        if row.error is not None:
+            raise row.error
+        return row.new
+
+    # -- the worker --------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        active: list[Row] = []
+        cache: Any = None
+        mask: Any = None  # (B, W) 1 where a cache column is a real token of that row
+        while True:
+            with self._cond:
+                while not active and not self._waiting:
+                    self._cond.wait()
+                new = [self._waiting.popleft() for _ in range(min(self.max_batch - len(active), len(self._waiting)))]
+            try:
+                with self.lock, _inference():
+                    if new:
+                        cache, mask, active = self._admit(new, active, cache, mask)
+                    else:
+                        self._step(active, cache, mask)
+                        mask = self._grown(mask)
+                    self.peak_rows = max(self.peak_rows, len(active))
+                keep = [i for i, r in enumerate(active) if not self._finished(r)]
+                for i, r in enumerate(active):
+                    if i not in keep:
+                        r.done.set()
+                if len(keep) < len(active):
+                    active = [active[i] for i in keep]
+                    cache, mask = self._select(cache, mask, keep) if active else (None, None)
+            except BaseException as e:  # every row in flight gets the error, never a hang
+                for r in active + new:
+                    if not r.done.is_set():
+                        r.error = e
+                        r.done.set()
+                active, cache, mask = [], None, None
+
+    def _finished(self, r: Row) -> bool:
+        if not r.new:
+            return False
+        if r.new[-1] in self.stops or len(r.new) >= r.limit:
+            return True
+        if r.stop:
+            text = self.tokenizer.decode(r.new, skip_special_tokens=False)
+            return any(s in text for s in r.stop)
+        return False
+
+    def _argmax(self, logits: Any) -> list[int]:
+        """Greedy choice per row of (B, V) logits, never a suppressed token."""
+        if self.suppressed:
+            logits = logits.clone()
+            logits[:, [t for t in self.suppressed if t < logits.shape[-1]]] = float("-inf")
+        return [int(t) for t in logits.argmax(dim=-1).tolist()]
+
+    def _grown(self, mask: Any) -> Any:
+        import torch
+
+        return torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+
+    def _step(self, active: list[Row], cache: Any, mask: Any) -> None:
+        """One token for every active row (each row's last token is fed, its cache grows by one)."""
+        import torch
+
+        dev = self.model.device
+        ids = torch.tensor([[r.new[-1]] for r in active], dtype=torch.long, device=dev)  # (B, 1)
+        pos = torch.tensor([[r.pos] for r in active], dtype=torch.long, device=dev)  # (B, 1)
+        full = self._grown(mask).to(dev)  # (B, W + 1)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
+                             **{cache_kwarg(self.model): cache})
+        nxt = self._argmax(out.logits[:, -1, :])  # (B,)
+        for r, t in zip(active, nxt):
+            r.new.append(int(t))
+            r.pos += 1
+        self.steps += 1
+
+    def _prefill(self, rows: list[Row]) -> tuple[list[tuple[Any, Any]], Any]:
+        """Prompts of ``rows`` through the model, left-padded together: their per-layer (K, V)
+        (B, H, T, D) and mask (B, T); each row's first generated token is appended."""
+        import torch
+
+        dev = self.model.device
+        width = max(len(r.ids) for r in rows)
+        ids = torch.full((len(rows), width), self.pad, dtype=torch.long)  # (B, T)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, T)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r.ids):] = torch.tensor(r.ids, dtype=torch.long)
+            mask[i, width - len(r.ids):] = 1
+        pos = (mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, T) each row's own positions
+        with torch.no_grad():
+            out = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                             use_cache=True, logits_to_keep=1)  # the last position's logits only
+        first = self._argmax(out.logits[:, -1, :])  # (B,)
+        for r, t in zip(rows, first):
+            r.new.append(int(t))
+        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
+        for i, r in enumerate(rows):  # each prompt's own (unpadded) cache, for later prompts that share its start
+            self.prefixes.add(r.ids, [(k[i:i + 1, :, width - len(r.ids):], v[i:i + 1, :, width - len(r.ids):])
+                                      for k, v in kv])
+        return kv, mask
+
+    def _prefill_from(self, r: Row, p: int, past: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], Any]:
+        """One prompt whose first ``p`` tokens' cache is ``past``: only the rest goes through the model."""
+        import torch
+        from transformers import DynamicCache
+
+        dev = self.model.device
+        ids = torch.tensor([r.ids[p:]], dtype=torch.long, device=dev)  # (1, T - p)
+        pos = torch.arange(p, len(r.ids), dtype=torch.long, device=dev)[None]  # (1, T - p)
+        mask = torch.ones((1, len(r.ids)), dtype=torch.long)  # (1, T)
+        with torch.no_grad():
+            out = self.model(input_ids=ids, attention_mask=mask.to(dev), position_ids=pos, use_cache=True,
+                             logits_to_keep=1, **{cache_kwarg(self.model): DynamicCache(ddp_cache_data=past)})
+        r.new.append(self._argmax(out.logits[:, -1, :])[0])
+        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
+        self.prefixes.add(r.ids, kv)
+        return kv, mask
+
+    def _groups(self, rows: list[Row]) -> list[list[Row]]:
+        """Rows prefilled together: similar lengths (padding at most a quarter of the real tokens)
+        and at most ``prefill_tokens`` padded tokens per forward pass."""
+        groups: list[list[Row]] = []
+        for r in sorted(rows, key=lambda r: len(r.ids)):
+            g = groups[-1] if groups else None
+            if g is not None:
+                width = len(r.ids)  # the longest so far (sorted)
+                real = sum(len(x.ids) for x in g) + width
+                if width * (len(g) + 1) <= min(1.25 * real, max(self.prefill_tokens, width)):
+                    g.append(r)
+                    continue
+            groups.append([r])
+        return groups
+
+    def _admit(self, new: list[Row], active: list[Row], cache: Any, mask: Any) -> tuple[Any, Any, list[Row]]:
+        """Prefill ``new`` and merge their caches into the running batch (left-padding to one width)."""
+        import torch
+        from transformers import DynamicCache
+
+        parts: list[tuple[list[tuple[Any, Any]], Any]] = []
+        rows: list[Row] = []
+        if active:
+            parts.append(([(layer.keys, layer.values) for layer in cache.layers], mask))
+            rows.extend(active)
+            self.joined += len(new)
+        cold = []
+        for r in new:
+            p, past = self.prefixes.longest(r.ids)
+            if past is None:
+                cold.append(r)
+            else:
+                parts.append(self._prefill_from(r, p, past))
+                rows.append(r)
+        for g in self._groups(cold):
+            parts.append(self._prefill(g))
+            rows.extend(g)
+        width = max(m.shape[1] for _, m in parts)
+
+        def left(t: Any, n: int) -> Any:  # pad dim -2 (cache) or -1 (mask) on the left with zeros
+            if n == 0:
+                return t
+            shape = list(t.shape)
+            dim = t.dim() - 2 if t.dim() == 4 else t.dim() - 1
+            shape[dim] = n
+            return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+        layers = []
+        for li in range(len(parts[0][0])):
+            ks = [left(kv[li][0], width - m.shape[1]) for kv, m in parts]
+            vs = [left(kv[li][1], width - m.shape[1]) for kv, m in parts]
+            layers.append((torch.cat(ks, dim=0), torch.cat(vs, dim=0)))
+        merged_mask = torch.cat([left(m, width - m.shape[1]) for _, m in parts], dim=0)
+        return DynamicCache(ddp_cache_data=layers), merged_mask, rows
+
+    def _select(self, cache: Any, mask: Any, keep: list[int]) -> tuple[Any, Any]:
+        """The batch without its finished rows; columns that are padding in every kept row are dropped."""
+        import torch
+        from transformers import DynamicCache
+
+        idx = torch.tensor(keep, dtype=torch.long)
+        mask = mask[idx]
+        real = mask.sum(dim=0).nonzero()
+        start = int(real[0]) if len(real) else 0
+        mask = mask[:, start:]
+        dev_idx = idx.to(cache.layers[0].keys.device)
+        layers = [(layer.keys[dev_idx][:, :, start:], layer.values[dev_idx][:, :, start:]) for layer in cache.layers]
+        return DynamicCache(ddp_cache_data=layers), mask

@@ -1,0 +1,127 @@
+"""Continuous batching of greedy calls to one local model (agentgrad.models.batching): replies equal
+Hugging Face's own ``generate`` one call at a time, whatever shares the batch and whenever a call
+joins it; prompts that start alike are prefilled from a cached prefix; errors reach every caller."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from agentgrad import GenerationSettings
+from agentgrad.models.hf import HFModel, _Request, render_chat
+
+SYSTEM = "You are a careful assistant who answers questions about customer records in one short sentence."
+QUESTIONS = ["What is the capital of France?", "Name a colour.", "Book a table for 4 people at 7 pm tonight please.",
+             "Hi", "Which city is the record about, and what pet does the customer keep at home?", "Count to three."]
+
+
+def msgs(q):
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]
+
+
+def reference(m, q, settings):
+    """Hugging Face ``generate`` on this prompt alone (the padded path, a batch of one)."""
+    ids = m.tokenizer(render_chat(m.tokenizer, msgs(q), None, add_generation_prompt=True), add_special_tokens=False,
+                      return_tensors="pt")["input_ids"][0]
+    req = _Request(ids, settings.max_new_tokens, settings)
+    return m._reply(m._decode([req])[0], ids.shape[0], settings.max_new_tokens, None, settings)
+
+
+@pytest.fixture(params=["tiny_llama", "tiny_qwen3"])
+def model(request):
+    m = HFModel(path=str(request.getfixturevalue(request.param)))  # its own instance: fresh counters and caches
+    assert m.batcher is not None, "plain key/value caches are continuously batched"
+    return m
+
+
+def test_concurrent_replies_of_different_lengths_equal_generate_one_at_a_time(model):
+    limits = [5, 17, 9, 30, 12, 23]  # rows leave the batch at different steps
+    settings = [GenerationSettings(max_new_tokens=n) for n in limits]
+    ref = [reference(model, q, s) for q, s in zip(QUESTIONS, settings)]
+    with ThreadPoolExecutor(len(QUESTIONS)) as ex:
+        got = list(ex.map(lambda qs: model.generate(msgs(qs[0]), None, qs[1]), zip(QUESTIONS, settings)))
+    assert [g.text for g in got] == [r.text for r in ref]
+    assert [g.usage for g in got] == [r.usage for r in ref]
+    assert [g.finish_reason for g in got] == [r.finish_reason for r in ref]
+    assert model.batcher.peak_rows > 1  # they did share steps
+    assert model.batcher.steps < sum(limits)
+
+
+def test_a_call_that_arrives_mid_decode_joins_the_running_batch(model):
+    long, short = GenerationSettings(max_new_tokens=40), GenerationSettings(max_new_tokens=8)
+    ref_long, ref_short = reference(model, QUESTIONS[0], long), [reference(model, q, short) for q in QUESTIONS[1:4]]
+    b = model.batcher
+    with ThreadPoolExecutor(4) as ex:
+        first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
+        deadline = time.time() + 60
+        while b.steps < 3 and time.time() < deadline:  # the first call is decoding
+            time.sleep(0.005)
+        later = [ex.submit(model.generate, msgs(q), None, short) for q in QUESTIONS[1:4]]
+        assert first.result().text == ref_long.text
+        assert [f.result().text for f in later] == [r.text for r in ref_short]
+    assert b.joined >= 1  # admitted while the first row was still decoding, not after it
+    assert b.steps < 40 + 3 * 8
+
+
+def test_a_shared_prompt_start_is_prefilled_from_the_cache_and_gives_the_same_reply(model):
+    s = GenerationSettings(max_new_tokens=10)
+    ref = [reference(model, q, s) for q in QUESTIONS[:3]]
+    got = [model.generate(msgs(q), None, s) for q in QUESTIONS[:3]]  # one after another: each sees the last
+    assert [g.text for g in got] == [r.text for r in ref]
+    system_tokens = len(model.tokenizer(SYSTEM, add_special_tokens=False)["input_ids"])
+    assert model.batcher.prefixes.hits >= 2 and model.batcher.prefixes.reused_tokens >= 2 * system_tokens
+
+
+def test_the_prefix_cache_keeps_to_its_budget(model):
+    cache = model.batcher.prefixes
+    s = GenerationSettings(max_new_tokens=2)
+    model.generate(msgs(QUESTIONS[0]), None, s)
+    one = cache.bytes
+    cache.max_bytes = int(one * 2.5)  # room for two prompts
+    for q in QUESTIONS:
+        model.generate(msgs(q), None, s)
+    assert 0 < cache.bytes <= cache.max_bytes and len(cache._entries) <= 2
+
+
+def test_stop_strings_end_a_row_as_generate_does(model):
+    s = GenerationSettings(max_new_tokens=20)
+    text = reference(model, QUESTIONS[2], s).text
+    stop = text[6:9]
+    assert len(stop) == 3 and stop in text
+    st = GenerationSettings(max_new_tokens=20, stop=[stop])
+    with ThreadPoolExecutor(2) as ex:
+        got, other = ex.map(lambda q: model.generate(msgs(q), None, st), [QUESTIONS[2], QUESTIONS[0]])
+    assert got.text == reference(model, QUESTIONS[2], st).text == text[: text.index(stop)]
+    assert got.finish_reason == "stop" and got.usage["completion_tokens"] < 20
+    assert other.text == reference(model, QUESTIONS[0], st).text
+
+
+def test_an_error_in_a_step_reaches_every_caller_and_the_next_calls_work(model):
+    b = model.batcher
+    real, calls = b._step, []
+
+    def failing(active, cache, mask):
+        calls.append(len(active))
+        if len(calls) == 2:
+            raise RuntimeError("out of memory")
+        return real(active, cache, mask)
+
+    b._step = failing
+    gate = threading.Barrier(3)
+    s = GenerationSettings(max_new_tokens=12)
+
+    def call(q):
+        gate.wait()
+        try:
+            return model.generate(msgs(q), None, s).text
+        except RuntimeError as e:
+            return str(e)
+
+    try:
+        with ThreadPoolExecutor(3) as ex:
+            out = list(ex.map(call, QUESTIONS[:3]))
+    finally:
+        b._step = real
+    assert "out of memory" in out  # the rows in the failed step got the error, none hangs
+    assert model.generate(msgs(QUESTIONS[0]), None, s).text == reference(model, QUESTIONS[0], s).text
