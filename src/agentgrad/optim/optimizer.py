@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.agent import Prompt
@@ -72,6 +72,14 @@ class StepResult:
 
 class Optimizer(Protocol):
     def step(self, inp: StepInput) -> StepResult: ...
+
+
+@runtime_checkable
+class TargetSource(Protocol):
+    """An optimizer that learns from (output, target) pairs: the trainer asks it for targets along
+    each failed episode's walked edges (target back-propagation, ``optim/targets.py``)."""
+
+    def targets(self, trace: Any, parents: dict[int, list[int]], loss: Any) -> dict[int, str]: ...
 
 
 def parse_reply(text: str) -> Any:

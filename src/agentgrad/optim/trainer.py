@@ -25,9 +25,10 @@ from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
 from agentgrad.core.files import write_json_atomic
+from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError, ModelError, TraceError
 from agentgrad.optim.config import TrainerConfig
-from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, render_feedback
+from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, TargetSource, render_feedback
 from agentgrad.optim.tasks import Task
 from agentgrad.runs.checkpoint import read_checkpoint, rng_state, save_prompts, set_rng_state, write_checkpoint
 from agentgrad.runs.rundir import RunDir
@@ -141,7 +142,8 @@ class Trainer:
     # --- one sample -----------------------------------------------------------------------------
     def _sample(self, example: dict[str, Any], seed: int) -> tuple[float, Collected | None, tuple]:
         """One sample, without logging (safe to run in several threads at once: generation runs
-        concurrently, attribution one at a time); returns its event for the caller to log in order."""
+        concurrently, attribution one at a time); returns its event for the caller to log in order.
+        Run, score, and for a failure: attribute and blame, write targets, keep what the optimizer reads."""
         sid = str(example["id"])
         try:
             ep = self.system.run(example, id=sid)
@@ -149,51 +151,65 @@ class Trainer:
             return 0.0, None, ("sample_failed", {"sample": sid, "error": str(e)})
         score = self.task.metric(example, ep.output, ep.trace)
         loss = self.task.loss(example, ep.output, ep.trace, score)
-        collected = None
-        if loss is not None:
-            loss.attach(ep.trace)
-            with self._scorer_lock:  # the scorer's prefix cache (and a judge's state) is shared
-                results, graph = self.scorer.attribute(ep.trace)
-                try:
-                    outcome = blame_episode(self.method, ep.trace, loss, self.scorer, results=results, seed=seed,
-                                            top_k=self.top_k, max_paths=self.max_paths, judge=self.judge)
-                    blame_error = None
-                except (ModelError, TraceError) as e:  # an episode that cannot be blamed teaches nothing
-                    outcome, blame_error = None, str(e)
-            trajs = outcome.trajectories if outcome else []
-            trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
-            record = attribution_record(ep.trace, results, graph, self.scorer, self.method, self.top_k, seed,
-                                        trace_rel, self.weight)
-            record["loss"] = loss.to_dict()
-            record["score"] = score.value  # what agentgrad.blame.credit splits
-            record["trajectories"] = [t.to_dict() for t in trajs]
-            record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
-            pairs: dict[str, list[tuple[str, str]]] = {}
-            if hasattr(self.optimizer, "targets") and outcome:  # target back-propagation along the walked edges
-                try:
-                    targets = self.optimizer.targets(ep.trace, outcome.parents, loss)
-                except AgentgradError as e:  # a target writer that failed: this sample gives no pairs
-                    targets = {}
-                    record["targets_error"] = str(e)
-                record["targets"] = {str(n): t for n, t in sorted(targets.items())}
-                for n, t in sorted(targets.items()):
-                    pairs.setdefault(ep.trace.nodes[n].name, []).append((ep.trace.nodes[n].text, t))
-            write_json_atomic(self.run_dir.sample_path("attribution", sid), record)
-            excerpts: dict[str, list[str]] = {}
-            for t in trajs:
-                for n in t.nodes:
-                    node = ep.trace.nodes[n]
-                    if node.kind == "call":
-                        excerpts.setdefault(node.name, []).append(node.text)
-            rendered = {a: render_trajectories(ep.trace, [t for t in trajs if a in t.agents],
-                                               self.cfg.render.max_node_chars, self.cfg.render.max_chars)
-                        for a in excerpts}
-            collected = Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in ep.trace.calls()}),
-                                  outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
+        collected = self._learn(sid, ep.trace, loss, score, seed) if loss is not None else None
         ep.trace.save(self.run_dir.sample_path("traces", sid))
         return score.value, collected, ("sample", {
             "sample": sid, "score": score.value, "passed": score.passed,
             "blamed": sorted(collected.blamed) if collected else []})
+
+    def _blame(self, trace: Trace, loss: VerbalLoss, seed: int) -> tuple[Any, Any, Any, str | None]:
+        """The scorer's attribution of a failed episode and the blame method's outcome (None, with
+        the reason, for an episode that cannot be blamed: it teaches nothing)."""
+        with self._scorer_lock:  # the scorer's prefix cache (and a judge's state) is shared
+            results, graph = self.scorer.attribute(trace)
+            try:
+                outcome = blame_episode(self.method, trace, loss, self.scorer, results=results, seed=seed,
+                                        top_k=self.top_k, max_paths=self.max_paths, judge=self.judge)
+                return results, graph, outcome, None
+            except (ModelError, TraceError) as e:
+                return results, graph, None, str(e)
+
+    def _targets(self, trace: Trace, outcome: Any, loss: VerbalLoss, record: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+        """Target back-propagation along the walked edges, for an optimizer that learns from targets:
+        (output, target) pairs per agent, the targets written into ``record``."""
+        if not isinstance(self.optimizer, TargetSource) or outcome is None:
+            return {}
+        try:
+            targets = self.optimizer.targets(trace, outcome.parents, loss)
+        except AgentgradError as e:  # a target writer that failed: this sample gives no pairs
+            targets = {}
+            record["targets_error"] = str(e)
+        record["targets"] = {str(n): t for n, t in sorted(targets.items())}
+        pairs: dict[str, list[tuple[str, str]]] = {}
+        for n, t in sorted(targets.items()):
+            pairs.setdefault(trace.nodes[n].name, []).append((trace.nodes[n].text, t))
+        return pairs
+
+    def _learn(self, sid: str, trace: Trace, loss: VerbalLoss, score: Any, seed: int) -> Collected:
+        """What a failed sample teaches: blame, trajectories, targets; its attribution record written."""
+        loss.attach(trace)
+        results, graph, outcome, blame_error = self._blame(trace, loss, seed)
+        trajs = outcome.trajectories if outcome else []
+        trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
+        record = attribution_record(trace, results, graph, self.scorer, self.method, self.top_k, seed,
+                                    trace_rel, self.weight)
+        record["loss"] = loss.to_dict()
+        record["score"] = score.value  # what agentgrad.blame.credit splits
+        record["trajectories"] = [t.to_dict() for t in trajs]
+        record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
+        pairs = self._targets(trace, outcome, loss, record)
+        write_json_atomic(self.run_dir.sample_path("attribution", sid), record)
+        excerpts: dict[str, list[str]] = {}
+        for t in trajs:
+            for n in t.nodes:
+                node = trace.nodes[n]
+                if node.kind == "call":
+                    excerpts.setdefault(node.name, []).append(node.text)
+        rendered = {a: render_trajectories(trace, [t for t in trajs if a in t.agents],
+                                           self.cfg.render.max_node_chars, self.cfg.render.max_chars)
+                    for a in excerpts}
+        return Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in trace.calls()}),
+                         outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
 
     def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order."""
