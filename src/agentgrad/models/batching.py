@@ -17,10 +17,22 @@ per-layer key/value store (sliding-window layers, for one) are not batched this 
 
 from __future__ import annotations
 
+import atexit
 import inspect
 import threading
+import weakref
 from collections import deque
 from typing import Any
+
+from agentgrad.errors import ModelError
+
+_LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()  # batchers whose worker ran
+
+
+@atexit.register
+def _close_all() -> None:
+    for batcher in list(_LIVE):
+        batcher.close()
 
 
 def cache_kwarg(model: Any) -> str:
@@ -157,6 +169,7 @@ class ContinuousBatcher:
         self._cond = threading.Condition()
         self._waiting: deque[Row] = deque()
         self._thread: threading.Thread | None = None
+        self._closed = False
         self.steps = 0  # decode steps taken
         self.peak_rows = 0  # the most rows decoded in one step
         self.joined = 0  # rows admitted while other rows were decoding
@@ -165,15 +178,28 @@ class ContinuousBatcher:
         """The generated ids of one greedy call (blocks until it is done)."""
         row = Row(ids, limit, tuple(stop))
         with self._cond:
+            if self._closed:
+                raise ModelError("the model is shutting down (the interpreter is exiting)")
             self._waiting.append(row)
-            if self._thread is None or not self._thread.is_alive():
+            if self._thread is None:  # the worker runs while there is work, and ends when there is none
                 self._thread = threading.Thread(target=self._loop, name="agentgrad-batcher", daemon=True)
                 self._thread.start()
+                _LIVE.add(self)
             self._cond.notify()
         row.done.wait()
         if row.error is not None:
             raise row.error
         return row.new
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Stop the worker after its current step (rows still in flight get an error). Called at
+        interpreter exit, so that no model step is cut off while Python finalises (which aborts)."""
+        with self._cond:
+            self._closed = True
+            thread = self._thread
+            self._cond.notify()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
 
     # -- the worker --------------------------------------------------------------------------------
 
@@ -183,8 +209,16 @@ class ContinuousBatcher:
         mask: Any = None  # (B, W) 1 where a cache column is a real token of that row
         while True:
             with self._cond:
-                while not active and not self._waiting:
-                    self._cond.wait()
+                if self._closed:  # the interpreter is exiting: nobody waits for these rows any more
+                    for r in active + list(self._waiting):
+                        r.error = ModelError("the model is shutting down (the interpreter is exiting)")
+                        r.done.set()
+                    self._waiting.clear()
+                    self._thread = None
+                    return
+                if not active and not self._waiting:
+                    self._thread = None
+                    return
                 new = [self._waiting.popleft() for _ in range(min(self.max_batch - len(active), len(self._waiting)))]
             try:
                 with self.lock, _inference():
