@@ -340,6 +340,36 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
                  "--subset", "nope"]) == 2
 
 
+def test_whowhen_max_context_scores_the_logs_that_fit_a_shorter_window(tmp_path, tiny_llama, capsys):
+    """--max-context N: the scorer attributes within N tokens; with --on-too-long exclude the logs
+    whose longest call is longer are counted per subset, not scored; N is part of the run's setup."""
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.benchmarks.whowhen.bench import longest_call
+
+    arc = _fixture(tmp_path)
+    sc = Scorer(str(tiny_llama))
+    lens = sorted(longest_call(sc, t) for t in import_whowhen(arc).traces)
+    window = lens[1]  # the two shortest fit, the longest does not
+    out = tmp_path / "M"
+    assert main(["bench", "whowhen", "--archive", str(arc), "--scorer", str(tiny_llama), "--out", str(out),
+                 "--methods", "gbc:max_l1:whole:maxw,last", "--on-too-long", "exclude",
+                 "--max-context", str(window)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert (m["logs"], m["excluded"]) == (2, 1)
+    assert json.loads((out / "bench.json").read_text())["max_context"] == window
+    # resuming with another window is refused: the figures would mix two settings
+    capsys.readouterr()
+    assert main(["bench", "whowhen", "--archive", str(arc), "--scorer", str(tiny_llama), "--out", str(out),
+                 "--methods", "last", "--on-too-long", "exclude", "--max-context", str(window + 1), "--resume"]) == 2
+    assert "max_context" in capsys.readouterr().err
+    # a window longer than the model's context, or without a scorer: one line each, nothing written
+    assert main(["bench", "whowhen", "--archive", str(arc), "--scorer", str(tiny_llama), "--out", str(tmp_path / "L"),
+                 "--methods", "last", "--max-context", "10000000"]) == 2
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "N"), "--methods", "last",
+                 "--max-context", "100"]) == 2
+    assert not (tmp_path / "L").exists() and not (tmp_path / "N").exists()
+
+
 # --- OpenTelemetry -------------------------------------------------------------------------------------
 def _attr(k, v):
     key = "intValue" if isinstance(v, int) else "stringValue"

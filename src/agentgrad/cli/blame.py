@@ -165,6 +165,9 @@ def bench_whowhen(
     logs: Optional[int] = typer.Option(None, "--logs", min=1, help="Only the first N logs of the subset (in the "
                                                                    "archive's order); --resume without it goes on "
                                                                    "to every log."),
+    max_context: Optional[int] = typer.Option(None, "--max-context", min=16,
+                                              help="The scorer's context in tokens, below the model's: a cheaper "
+                                                   "window; longer calls are handled by --on-too-long."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
     from agentgrad.attribution.scorer import Scorer
@@ -190,13 +193,21 @@ def bench_whowhen(
         err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
     traces = res.traces[:logs] if logs else res.traces
     jm = Judge(make_judge(judge)) if judge else None
-    sc = Scorer(str(resolve_scorer(scorer)), device=device,
+    if max_context is not None and not scorer:
+        raise ConfigError("--max-context sets the white-box scorer's context: give --scorer too")
+    sc = Scorer(str(resolve_scorer(scorer)), device=device, max_context=max_context,
                 on_too_long="skip" if on_too_long == "exclude" else on_too_long) if scorer else None
+    if sc is not None and max_context is not None:
+        from agentgrad.models.hf import context_length
+
+        if max_context > (full := context_length(sc.model, sc.tokenizer)):
+            raise ConfigError(f"--max-context {max_context:,} is longer than the scorer's context ({full:,} tokens)")
     with _progress() as progress:
         bar = progress.add_task("logs", total=len(traces))
         m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
                         exclude_too_long=on_too_long == "exclude" and sc is not None, resume=resume,
-                        setup={"scorer": scorer, "judge": judge, "subset": subset})
+                        setup={"scorer": scorer, "judge": judge, "subset": subset,
+                               **({"max_context": max_context} if max_context else {})})
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
     columns = [f"{g} {k}" for g in groups for k in ("agent", "step")]
     table = _methods_table(f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
