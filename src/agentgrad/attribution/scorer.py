@@ -26,7 +26,7 @@ from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
-from agentgrad.models.batching import cache_kwarg, output_cache
+from agentgrad.models.batching import cache_kwarg, output_cache, plain_kv_cache
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 
 
@@ -441,9 +441,8 @@ class Scorer:
         replaced by a neutral filler token (same length): ``(rendering, base, {source: vector})``, or
         None when the output is empty, the call has no source or exceeds the context. The variants
         have one length, so they run as one batch (chunked to bound the logits' memory); no
-        gradients. Every objective's occlusion weights are sums over these (:meth:`occlusion`)."""
-        import torch
-
+        gradients. Every objective's occlusion weights are sums over these (:meth:`occlusion`).
+        On a CPU each variant starts where its occlusion starts, from the recorded call's cache."""
         r = render_call(self.tokenizer, node)
         o_s, o_e = r.output_range
         if o_e <= o_s or not r.source_ranges or len(r.input_ids) > self.max_context:
@@ -456,6 +455,16 @@ class Scorer:
             for a, b in r.source_ranges[src]:
                 ids[a:b] = [fill] * (b - a)
             variants.append(ids)
+        if self.device.type == "cpu" and plain_kv_cache(self.model):
+            rows = self._occlusion_from_prefix(variants, sources, r, o_s, o_e)
+        else:
+            rows = self._occlusion_batched(variants, o_s, o_e)
+        return r, rows[0], dict(zip(sources, rows[1:]))
+
+    def _occlusion_batched(self, variants: list[list[int]], o_s: int, o_e: int) -> list[list[float]]:
+        """Every variant's output log p, the variants as one batch (chunked to bound the logits' memory)."""
+        import torch
+
         vocab = self.model.get_output_embeddings().weight.shape[0]
         per_chunk = max(1, int(256e6 // (4 * (o_e - o_s + 1) * vocab)))  # at most ~256 MB of logits at once
         rows: list[list[float]] = []
@@ -465,7 +474,37 @@ class Scorer:
                 logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[:, :-1].float()  # (B, n_out, V)
             lp = logits.log_softmax(-1).gather(-1, x[:, o_s:o_e, None])[..., 0]  # (B, n_out)
             rows.extend(lp.tolist())
-        return r, rows[0], dict(zip(sources, rows[1:]))
+        return rows
+
+    def _occlusion_from_prefix(self, variants: list[list[int]], sources: list[int], r: RenderedCall,
+                               o_s: int, o_e: int) -> list[list[float]]:
+        """Every variant's output log p, each computed from its first occluded token on: the tokens
+        before it are the recorded call's, whose key/value cache the unoccluded pass leaves. On a
+        CPU this is fewer tokens through the model than one batch of whole variants (a source late
+        in the prompt costs only the tokens after it)."""
+        import torch
+        from transformers import DynamicCache
+
+        keep = o_e - o_s + 1
+        x = torch.tensor(variants[0], device=self.device)[None]  # (1, T)
+        with torch.no_grad():
+            out = self.model(input_ids=x, use_cache=True, logits_to_keep=keep)
+        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]  # (1, H, T, D) each
+
+        def logp(logits: Any, ids: Any) -> list[float]:  # (1, n_out + 1, V), (1, n_out)
+            return logits[:, :-1].float().log_softmax(-1).gather(-1, ids[..., None])[0, :, 0].tolist()
+
+        rows = [logp(out.logits, x[:, o_s:o_e])]
+        for ids, src in zip(variants[1:], sources):
+            start = min(a for a, _ in r.source_ranges[src])  # the first occluded token; before it, nothing changed
+            xi = torch.tensor(ids[start:], device=self.device)[None]  # (1, T - start)
+            pos = torch.arange(start, len(ids), device=self.device)[None]  # (1, T - start)
+            past = DynamicCache(ddp_cache_data=[(k[:, :, :start], v[:, :, :start]) for k, v in kv]) if start else None
+            with torch.no_grad():
+                o = self.model(input_ids=xi, position_ids=pos, logits_to_keep=keep, use_cache=past is not None,
+                               **({cache_kwarg(self.model): past} if past is not None else {}))
+            rows.append(logp(o.logits, xi[:, o_s - start:o_e - start]))
+        return rows
 
     @staticmethod
     def occlusion_weights(vectors: Any, target_chars: list[tuple[int, int]] | None = None) -> dict[int, float]:

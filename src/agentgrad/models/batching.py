@@ -72,18 +72,23 @@ def greedy_suppressed(model: Any) -> list[int] | None:
     return sorted({int(t) for p in procs for t in p.suppress_tokens.tolist()})
 
 
-def supports_continuous_batching(model: Any) -> bool:
-    """Whether ``model``'s key/value cache is a plain dynamic cache that rows can be merged into,
-    and greedy decoding under its generation config is an argmax (with suppressed tokens at most)."""
+def plain_kv_cache(model: Any) -> bool:
+    """Whether ``model``'s key/value cache is a plain per-layer store (keys and values of every
+    position, no sliding window), which can be sliced by position and merged across rows."""
     try:
         from transformers import DynamicCache
         from transformers.cache_utils import DynamicLayer
 
         cache = DynamicCache(config=model.config)
-        plain = bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
-    except Exception:  # an architecture the check cannot build a cache for: not batched
+        return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+    except Exception:  # an architecture the check cannot build a cache for
         return False
-    return plain and greedy_suppressed(model) is not None
+
+
+def supports_continuous_batching(model: Any) -> bool:
+    """Whether rows of ``model`` can be merged into one cache (:func:`plain_kv_cache`) and greedy
+    decoding under its generation config is an argmax (with suppressed tokens at most)."""
+    return plain_kv_cache(model) and greedy_suppressed(model) is not None
 
 
 class PrefixCache:
