@@ -436,6 +436,10 @@ def test_occlusion_equals_one_forward_pass_per_occluded_source(tiny_llama):
             sc.model.get_output_embeddings = old
     finally:
         scorer_mod.plain_kv_cache = real_plain
-    for again in (batched, chunked):
+    groups = []
+    for size in (1, 3, 100):  # variants one at a time, in threes, all in one group
+        sc.occlusion_group = size
+        groups.append(sc.occlusion_vectors(tr, node))
+    for again in (batched, chunked, *groups):
         assert again[1] == pytest.approx(vectors[1], abs=1e-5)
         assert all(again[2][s] == pytest.approx(vectors[2][s], abs=1e-5) for s in vectors[2])

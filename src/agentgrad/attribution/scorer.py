@@ -198,6 +198,7 @@ class Scorer:
         self.cache_stats = {"hits": 0, "misses": 0}
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
+        self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
 
     @classmethod
     def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
@@ -494,16 +495,21 @@ class Scorer:
         def logp(logits: Any, ids: Any) -> list[float]:  # (1, n_out + 1, V), (1, n_out)
             return logits[:, :-1].float().log_softmax(-1).gather(-1, ids[..., None])[0, :, 0].tolist()
 
-        rows = [logp(out.logits, x[:, o_s:o_e])]
-        for ids, src in zip(variants[1:], sources):
-            start = min(a for a, _ in r.source_ranges[src])  # the first occluded token; before it, nothing changed
-            xi = torch.tensor(ids[start:], device=self.device)[None]  # (1, T - start)
-            pos = torch.arange(start, len(ids), device=self.device)[None]  # (1, T - start)
-            past = DynamicCache(ddp_cache_data=[(k[:, :, :start], v[:, :, :start]) for k, v in kv]) if start else None
+        rows: list[list[float]] = [logp(out.logits, x[:, o_s:o_e])] + [[] for _ in sources]
+        starts = [min(a for a, _ in r.source_ranges[src]) for src in sources]  # before it, nothing changed
+        order = sorted(range(len(sources)), key=lambda i: starts[i])
+        for g in (order[i:i + self.occlusion_group] for i in range(0, len(order), self.occlusion_group)):
+            start = starts[g[0]]  # the group's earliest occlusion: every row of it is recomputed from there
+            xi = torch.tensor([variants[1 + i][start:] for i in g], device=self.device)  # (B, T - start)
+            pos = torch.arange(start, len(variants[0]), device=self.device)[None].expand(len(g), -1)  # (B, T - start)
+            past = DynamicCache(ddp_cache_data=[(k[:, :, :start].expand(len(g), -1, -1, -1),
+                                                 v[:, :, :start].expand(len(g), -1, -1, -1)) for k, v in kv]) \
+                if start else None
             with torch.no_grad():
                 o = self.model(input_ids=xi, position_ids=pos, logits_to_keep=keep, use_cache=past is not None,
                                **({cache_kwarg(self.model): past} if past is not None else {}))
-            rows.append(logp(o.logits, xi[:, o_s - start:o_e - start]))
+            for j, i in enumerate(g):
+                rows[1 + i] = logp(o.logits[j:j + 1], xi[j:j + 1, o_s - start:o_e - start])
         return rows
 
     @staticmethod
