@@ -412,3 +412,37 @@ def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
     assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] >= TRAINED_MIN_GBC
     assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] > g["random"]["agent_top1"]["value"] + 0.5
     assert m["token"]["targeted"]["hit1"]["value"] >= TRAINED_MIN_HIT1
+
+
+@pytest.mark.parametrize("topology", ["chain", "broadcast"])
+def test_temporal_after_occlusion_reads_the_unoccluded_row_and_ranks_as_alone(topology, tiny_llama):
+    """Occlusion's unoccluded row is the call's output log p: temporal credit after occlusion on the
+    same episode uses it (no second forward pass) and ranks exactly as temporal credit alone."""
+    from agentgrad.attribution.scorer import Scorer
+
+    sc = Scorer(str(tiny_llama))
+    temporal, occlusion = get_blame_method("temporal"), get_blame_method("occlusion:targeted:carry")
+    reused = 0
+    for seed in range(3):
+        ep = E.generate(topology, "wrong_value", seed)
+        alone_ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed)
+        alone = temporal(alone_ctx)
+        ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed)
+        occlusion(ctx)
+        occluded = [k[1] for k in ctx._cache if k[0] == "occlusion"]
+        computed = []
+        real = sc.output_logprobs
+        sc.output_logprobs = lambda node: computed.append(node.id) or real(node)
+        try:
+            after = temporal(ctx)
+        finally:
+            sc.output_logprobs = real
+        assert [(b.node, b.agent) for b in after] == [(b.node, b.agent) for b in alone]
+        assert [b.score for b in after] == pytest.approx([b.score for b in alone], abs=1e-4)
+        assert not set(computed) & set(occluded)  # no call whose occlusion was computed ran again
+        reused += len({k[1] for k in ctx._cache if k[0] == "temporal credit"} & set(occluded))
+        for n in occluded:
+            if ctx._cache[("occlusion", n)][0] is not None:
+                assert ctx._cache[("temporal credit", n)][0][1] == pytest.approx(
+                    alone_ctx._cache[("temporal credit", n)][0][1], abs=1e-4)
+    assert reused > 0  # temporal credit did read calls that occlusion had scored

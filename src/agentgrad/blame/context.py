@@ -142,7 +142,13 @@ class BlameContext:
         return self.scorer.occlusion_weights(vectors, list(region) if region else None)
 
     def output_logprobs(self, node: int) -> Any:
-        """(rendering, log p of each output token) of a call; None when it cannot be scored."""
+        """(rendering, log p of each output token) of a call; None when it cannot be scored. Where
+        the call's occlusion was computed, its unoccluded row is this (no second forward pass; the
+        time counted for it is that pass's share of the occlusion's)."""
+        occluded = self._cache.get(("occlusion", node))
+        if ("temporal credit", node) not in self._cache and occluded is not None and occluded[0] is not None:
+            r, base, variants = occluded[0]
+            self._cache[("temporal credit", node)] = ((r, list(base)), occluded[1] / (1 + len(variants)), 0, 1)
         return self._cached(("temporal credit", node), lambda: self.scorer.output_logprobs(self.trace.nodes[node]),
                             0, lambda v: 1)
 
