@@ -82,6 +82,17 @@ def test_the_prefix_cache_keeps_to_its_budget(model):
     for q in QUESTIONS:
         model.generate(msgs(q), None, s)
     assert 0 < cache.bytes <= cache.max_bytes and len(cache._entries) <= 2
+    # the bytes counted are the bytes held: no entry is a view into a larger (padded batch) tensor
+    from agentgrad.models.batching import Row
+
+    cache.clear()
+    cache.max_bytes = 2**30
+    model.batcher._prefill([Row(list(range(5, 25)), 4, ()), Row(list(range(30, 42)), 4, ())])  # two rows, padded
+    assert len(cache._entries) == 2
+    for kv in cache._entries.values():
+        for k, v in kv:
+            assert k.untyped_storage().nbytes() == k.numel() * k.element_size()
+            assert v.untyped_storage().nbytes() == v.numel() * v.element_size()
 
 
 def test_stop_strings_end_a_row_as_generate_does(model):

@@ -306,9 +306,9 @@ class ContinuousBatcher:
         for r, t in zip(rows, first):
             r.new.append(int(t))
         kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
-        for i, r in enumerate(rows):  # each prompt's own (unpadded) cache, for later prompts that share its start
-            self.prefixes.add(r.ids, [(k[i:i + 1, :, width - len(r.ids):], v[i:i + 1, :, width - len(r.ids):])
-                                      for k, v in kv])
+        for i, r in enumerate(rows):  # each prompt's own (unpadded) cache, for later prompts that share its start;
+            cut = width - len(r.ids)     # copied, so that an entry does not keep the whole padded batch alive
+            self.prefixes.add(r.ids, [(k[i:i + 1, :, cut:].clone(), v[i:i + 1, :, cut:].clone()) for k, v in kv])
         return kv, mask
 
     def _prefill_from(self, r: Row, p: int, past: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], Any]:
