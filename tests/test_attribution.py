@@ -422,10 +422,7 @@ def test_occlusion_equals_one_forward_pass_per_occluded_source(tiny_llama):
     # batched path (an accelerator's, or a model whose cache cannot be sliced) gives the same weights,
     # in one batch and in chunks of one variant
     vectors = sc.occlusion_vectors(tr, node)
-    import agentgrad.attribution.scorer as scorer_mod
-
-    real_plain = scorer_mod.plain_kv_cache
-    scorer_mod.plain_kv_cache = lambda model: False
+    sc._plain_kv = False  # as for a model whose cache cannot be sliced
     try:
         batched = sc.occlusion_vectors(tr, node)
         old = sc.model.get_output_embeddings
@@ -435,7 +432,7 @@ def test_occlusion_equals_one_forward_pass_per_occluded_source(tiny_llama):
         finally:
             sc.model.get_output_embeddings = old
     finally:
-        scorer_mod.plain_kv_cache = real_plain
+        sc._plain_kv = True
     groups = []
     for size in (1, 3, 100):  # variants one at a time, in threes, all in one group
         sc.occlusion_group = size
@@ -443,3 +440,46 @@ def test_occlusion_equals_one_forward_pass_per_occluded_source(tiny_llama):
     for again in (batched, chunked, *groups):
         assert again[1] == pytest.approx(vectors[1], abs=1e-5)
         assert all(again[2][s] == pytest.approx(vectors[2][s], abs=1e-5) for s in vectors[2])
+
+
+@pytest.mark.parametrize("mode", ["cached", "naive"])
+def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama, mode):
+    """With the forward pass kept (as a blame context asks), a second objective of the same call is
+    one backward pass over it, with bitwise the gradients of a pass of its own; the occlusion then
+    starts from the kept pass's cache and output log p, with the weights of a pass of its own; the
+    bytes kept stay within ``graph_bytes``, and a pass that does not fit is not kept."""
+    tr = tool_trace()
+    node = tr.calls()[-1]
+    fresh = Scorer(str(tiny_llama), mode=mode, graph_bytes=0)
+    sc = Scorer(str(tiny_llama), mode=mode)
+    region = [(0, 7)]
+    for scorer in (fresh, sc):  # the prefix cached in both (a miss runs it in the same pass: rounding apart)
+        scorer.attribute_node(tr, node)
+    want = [fresh.attribute_node(tr, node, chars) for chars in (None, region)]
+    got = [sc.attribute_node(tr, node, chars, keep=True) for chars in (None, region)]
+    assert sc.forward_stats["kept"] == 1 and sc.forward_stats["reused"] == 1
+    assert fresh.forward_stats["kept"] == 0 and not fresh._forwards
+    for a, b in zip(want, got):
+        assert a.log_prob == b.log_prob
+        for sa, sb in zip(a.sources, b.sources, strict=True):
+            assert sa.l1 == sb.l1 and sa.gxi == sb.gxi and sa.weights == sb.weights
+    assert got[0].sources[0].l1 != got[1].sources[0].l1  # two objectives, not one answer twice
+    # the kept pass's time is counted again for the second objective: each record is its cost alone
+    assert got[1].seconds >= sc.kept_forward(render_call(sc.tokenizer, node)).seconds
+    occluded = sc.occlusion_vectors(tr, node)
+    assert sc.forward_stats["occlusion_reused"] == 1
+    alone = fresh.occlusion_vectors(tr, node)
+    assert fresh.forward_stats["occlusion_reused"] == 0
+    assert occluded[1] == pytest.approx(alone[1], abs=1e-5)
+    assert all(occluded[2][s] == pytest.approx(alone[2][s], abs=1e-5) for s in alone[2])
+    # the budget: a second call's pass evicts the first when both do not fit, and one too big is not kept
+    kept = next(iter(sc._forwards.values()))
+    sc.graph_bytes = kept.nbytes + 1
+    other = tr.calls()[0]
+    sc.attribute_node(tr, other, keep=True)
+    assert len(sc._forwards) == 1 and not kept.kept
+    assert sum(f.nbytes for f in sc._forwards.values()) <= sc.graph_bytes
+    sc.clear_cache()
+    sc.graph_bytes = 1
+    sc.attribute_node(tr, node, keep=True)
+    assert not sc._forwards

@@ -11,6 +11,11 @@ Two paths give the same numbers:
   header) runs once without gradients; its key/value cache is kept (LRU, keyed by the exact
   prefix token ids, so by agent prompt and scorer) and reused, re-wrapped per use so that it is
   never mutated. Only the variable part runs with gradients.
+
+A call's forward pass is kept with its autograd graph (LRU, within ``graph_bytes``), so that a
+second objective of the same call (the whole output, then the span a loss names) costs one
+backward pass, not a forward and a backward; occlusion starts from the kept pass's key/value cache
+and output log-probabilities instead of running the unoccluded call again.
 """
 
 from __future__ import annotations
@@ -61,6 +66,22 @@ class SourceAttribution:
         return cls(int(d["source"]), d["kind"], d["name"], [tuple(r) for r in d["token_ranges"]], dict(d["weights"]),
                    list(ts.get("positions", [])), list(ts.get("l1", [])), list(ts.get("gxi", [])),
                    [tuple(c) if c else None for c in ts.get("chars", [])])
+
+
+@dataclass
+class _Forward:
+    """One call's forward pass with gradients, kept with its autograd graph so that every objective
+    of the call is one backward pass over it."""
+
+    leaf: Any  # (1, T - start, H) the input embeddings differentiated (requires grad)
+    embeds: Any  # (1, T - start, H) their values
+    token_lp: Any  # (n_out,) log p of each output token, still in the graph
+    start: int  # first position with gradients (the prefix before it came from the prefix cache)
+    hit: bool  # whether that prefix cache was kept from an earlier call
+    kv: list[tuple[Any, Any]]  # per layer (keys, values), (1, heads, T, dim), detached: the whole call
+    seconds: float  # what the forward pass took
+    nbytes: int = 0  # what the graph holds (tensors saved for backward, and kv)
+    kept: bool = False  # in the scorer's LRU (later backward passes keep the graph)
 
 
 @dataclass
@@ -151,6 +172,10 @@ class Scorer:
             prefix cache covers only the template's header.
         batch_tokens: the default of :meth:`attribute`: calls that share a prefix are scored in
             padded batches of at most this many tokens (0: one at a time).
+        graph_bytes: how many bytes of forward passes (with their autograd graphs) are kept, so
+            that another objective of the same call costs one backward pass (0: none kept); only
+            passes asked to be kept (``attribute_node(..., keep=True)``, as a blame context does),
+            and none bigger than this.
     """
 
     def __init__(
@@ -169,6 +194,7 @@ class Scorer:
         attn_implementation: str | None = None,
         prompt_weights: bool = False,
         batch_tokens: int = 0,
+        graph_bytes: int = 2**30,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -199,6 +225,11 @@ class Scorer:
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
         self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
+        self.graph_bytes = graph_bytes
+        self._plain_kv = plain_kv_cache(model)
+        self._weight_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self._forwards: OrderedDict[tuple, _Forward] = OrderedDict()  # (input ids, output range, start) -> pass
+        self.forward_stats = {"kept": 0, "reused": 0, "occlusion_reused": 0}
 
     @classmethod
     def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
@@ -215,22 +246,28 @@ class Scorer:
         return next(self.model.parameters()).device
 
     # --- one call -------------------------------------------------------------------------
-    def attribute_node(self, trace: Trace, node: Node,
-                       target_chars: list[tuple[int, int]] | None = None) -> NodeAttribution:
+    def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
+                       keep: bool = False) -> NodeAttribution:
         """Token-level gradients of ``node``'s output with respect to each of its sources.
 
         The objective is ``sum log p(output tokens)`` (the paper's), or with ``target_chars``
         (character ranges of the output text, e.g. the wrong value a loss names) only the output
         tokens overlapping them: a loss-targeted objective, so that a long correct answer does not
         drown the faulty part. Ranges that hit no token fall back to the whole output.
+
+        ``keep``: keep the forward pass with its graph (within ``graph_bytes``), for a caller that
+        will ask for another objective of the same call (a blame context does); a kept pass of
+        the call is reused whatever ``keep`` says.
         """
         t0 = time.time()
         job = self._prepare(trace, node, target_chars)
         if isinstance(job, NodeAttribution):
             return job
         r, _, targets, _, first = job
-        grads = self._gradients(r, targets or None, first)
-        return self._finish(trace, node, job, *grads, seconds=time.time() - t0)
+        fw, reused = self._forward(r, first, keep)
+        grads = self._backward(r, fw, targets or None)
+        # a reused forward pass is counted as if run again: the record says what the call costs alone
+        return self._finish(trace, node, job, *grads, seconds=time.time() - t0 + (fw.seconds if reused else 0.0))
 
     def _prepare(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None) -> Any:
         """A call rendered for scoring: ``(rendering, fields, target tokens, prompt tokens, first
@@ -300,34 +337,95 @@ class Scorer:
     def _gradients(self, r: RenderedCall, targets: list[int] | None = None,
                    first: int | None = None) -> tuple[Any, Any, int, float, bool]:
         """Gradients at positions ``start`` .. T-1: from the first span (or ``first``, when earlier)."""
+        return self._backward(r, self._forward(r, first)[0], targets)
+
+    def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False) -> tuple[_Forward, bool]:
+        """The call's forward pass with gradients from its first span (or ``first``, when earlier) on,
+        and whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept (LRU)
+        with its graph."""
         import torch
 
+        start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
+        key = (tuple(r.input_ids), r.output_range, start)
+        if key in self._forwards:
+            self._forwards.move_to_end(key)
+            self.forward_stats["reused"] += 1
+            return self._forwards[key], True
+        t0 = time.time()
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
         o_s, o_e = r.output_range
         n_out = o_e - o_s
         emb = self.model.get_input_embeddings()
-        start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
         hit = False
         past = None
-        if start > 0:
+        # a prefix not cached yet runs in this pass (without gradients) and its cache is kept from
+        # it: one forward call, not two (a call costs ~0.1 s of overhead on a CPU, whatever its length)
+        merged = start > 0 and self._plain_kv and tuple(r.input_ids[:start]) not in self._cache
+        if start > 0 and not merged:
             past, hit = self._prefix_cache(ids[:start])
         with torch.no_grad():
-            e = emb(ids[start:][None])  # (1, T - start, H)
+            e_all = emb(ids[0 if merged else start:][None])  # (1, T or T - start, H)
+        e = e_all[:, start:] if merged else e_all  # (1, T - start, H)
         leaf = e.detach().clone().requires_grad_(True)  # (1, T - start, H)
-        with torch.enable_grad():
+        saved: dict[int, int] = {}  # storage -> bytes the graph keeps for the backward pass (not weights)
+
+        def pack(t: Any) -> Any:
+            st = t.untyped_storage()
+            if st.data_ptr() not in self._weight_storages:
+                saved[st.data_ptr()] = st.nbytes()
+            return t
+
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = self.model(
-                inputs_embeds=leaf,
-                **{cache_kwarg(self.model): past},
-                use_cache=past is not None,
+                inputs_embeds=torch.cat([e_all[:, :start], leaf], 1) if merged else leaf,
+                **({cache_kwarg(self.model): past} if past is not None else {}),
+                use_cache=past is not None or keep or merged,
                 logits_to_keep=n_out + 1,  # positions o_s - 1 .. o_e - 1; the last predicts nothing
             )
             logits = out.logits[0, :-1].float()  # (n_out, V): predictions of tokens o_s .. o_e - 1
             token_lp = logits.log_softmax(-1).gather(-1, ids[o_s:o_e][:, None])[:, 0]  # (n_out,)
+        cache = output_cache(out) if keep or merged else None
+        if merged:
+            self.cache_stats["misses"] += 1
+            self._keep_prefix(tuple(r.input_ids[:start]), [(l.keys[:, :, :start], l.values[:, :, :start])
+                                                           for l in cache.layers])
+        kv = [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers] \
+            if keep and self._plain_kv and cache is not None else []
+        for pair in kv:
+            for t in pair:
+                saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        nbytes = sum(saved.values())
+        fw = _Forward(leaf, e, token_lp, start, hit, kv, time.time() - t0, nbytes)
+        if keep and 0 < nbytes <= self.graph_bytes:
+            fw.kept = True
+            self._forwards[key] = fw
+            self.forward_stats["kept"] += 1
+            while sum(f.nbytes for f in self._forwards.values()) > self.graph_bytes:
+                self._forwards.popitem(last=False)[1].kept = False
+        return fw, False
+
+    def _backward(self, r: RenderedCall, fw: _Forward, targets: list[int] | None = None
+                  ) -> tuple[Any, Any, int, float, bool]:
+        """The gradient of the objective (every output token, or ``targets``) over a forward pass:
+        ``(grads (T - start, H), embeddings (T - start, H), start, log p, prefix cache hit)``."""
+        import torch
+
+        o_s = r.output_range[0]
+        with torch.enable_grad():
+            token_lp = fw.token_lp
             if targets is not None:  # loss-targeted: only the output tokens the loss points at
                 token_lp = token_lp[torch.tensor([t - o_s for t in targets], device=token_lp.device)]  # (n_t,)
             log_prob = token_lp.sum()  # ()
-            (grad,) = torch.autograd.grad(log_prob, leaf)  # (1, T - start, H)
-        return grad[0], e[0], start, log_prob.item(), hit
+            (grad,) = torch.autograd.grad(log_prob, fw.leaf, retain_graph=fw.kept)  # (1, T - start, H)
+        return grad[0], fw.embeds[0], fw.start, log_prob.item(), fw.hit
+
+    def kept_forward(self, r: RenderedCall) -> _Forward | None:
+        """A kept forward pass of exactly this call (any start), if there is one."""
+        ids = tuple(r.input_ids)
+        for key in reversed(self._forwards):
+            if key[0] == ids and key[1] == r.output_range:
+                return self._forwards[key]
+        return None
 
     def attribute_batch(self, items: list[tuple[Trace, Node]], batch_tokens: int) -> list[NodeAttribution]:
         """``attribute_node`` of every (trace, call), several calls per forward and backward pass.
@@ -428,6 +526,16 @@ class Scorer:
         with torch.no_grad():
             out = self.model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)
         cache = output_cache(out)
+        self._store_prefix(key, cache)
+        return rewrap_cache(cache), False
+
+    def _keep_prefix(self, key: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
+        """Keep a prefix's cache from per-layer (keys, values) slices of a longer pass (copied)."""
+        from transformers import DynamicCache
+
+        self._store_prefix(key, DynamicCache(ddp_cache_data=[(k.detach().clone(), v.detach().clone()) for k, v in kv]))
+
+    def _store_prefix(self, key: tuple[int, ...], cache: Any) -> None:
         self._cache[key] = cache
         self._cache_nbytes[key] = sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
         while len(self._cache) > 1 and (
@@ -435,7 +543,6 @@ class Scorer:
         ):
             old, _ = self._cache.popitem(last=False)
             del self._cache_nbytes[old]
-        return rewrap_cache(cache), False
 
     def occlusion_vectors(self, trace: Trace, node: Node, filler: str = " ") -> Any:
         """The log p of every output token of a call, as recorded and with each source's tokens
@@ -456,8 +563,8 @@ class Scorer:
             for a, b in r.source_ranges[src]:
                 ids[a:b] = [fill] * (b - a)
             variants.append(ids)
-        if self.device.type == "cpu" and plain_kv_cache(self.model):
-            rows = self._occlusion_from_prefix(variants, sources, r, o_s, o_e)
+        if self.device.type == "cpu" and self._plain_kv:
+            rows = self._occlusion_from_prefix(variants, sources, r, o_s, o_e, self.kept_forward(r))
         else:
             rows = self._occlusion_batched(variants, o_s, o_e)
         return r, rows[0], dict(zip(sources, rows[1:]))
@@ -478,24 +585,32 @@ class Scorer:
         return rows
 
     def _occlusion_from_prefix(self, variants: list[list[int]], sources: list[int], r: RenderedCall,
-                               o_s: int, o_e: int) -> list[list[float]]:
+                               o_s: int, o_e: int, kept: _Forward | None = None) -> list[list[float]]:
         """Every variant's output log p, each computed from its first occluded token on: the tokens
-        before it are the recorded call's, whose key/value cache the unoccluded pass leaves. On a
-        CPU this is fewer tokens through the model than one batch of whole variants (a source late
-        in the prompt costs only the tokens after it)."""
+        before it are the recorded call's, whose key/value cache the unoccluded pass leaves (or
+        ``kept``, the call's gradient pass, whose cache and output log p are the same up to kernel
+        rounding: then the unoccluded call is not run again). On a CPU this is fewer tokens
+        through the model than one batch of whole variants (a source late in the prompt costs only
+        the tokens after it)."""
         import torch
         from transformers import DynamicCache
 
         keep = o_e - o_s + 1
         x = torch.tensor(variants[0], device=self.device)[None]  # (1, T)
-        with torch.no_grad():
-            out = self.model(input_ids=x, use_cache=True, logits_to_keep=keep)
-        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]  # (1, H, T, D) each
 
         def logp(logits: Any, ids: Any) -> list[float]:  # (1, n_out + 1, V), (1, n_out)
             return logits[:, :-1].float().log_softmax(-1).gather(-1, ids[..., None])[0, :, 0].tolist()
 
-        rows: list[list[float]] = [logp(out.logits, x[:, o_s:o_e])] + [[] for _ in sources]
+        if kept is not None and kept.kv:
+            self.forward_stats["occlusion_reused"] += 1
+            kv = kept.kv  # (1, H, T, D) each
+            base = [float(v) for v in kept.token_lp.detach()]
+        else:
+            with torch.no_grad():
+                out = self.model(input_ids=x, use_cache=True, logits_to_keep=keep)
+            kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]  # (1, H, T, D) each
+            base = logp(out.logits, x[:, o_s:o_e])
+        rows: list[list[float]] = [base] + [[] for _ in sources]
         starts = [min(a for a, _ in r.source_ranges[src]) for src in sources]  # before it, nothing changed
         order = sorted(range(len(sources)), key=lambda i: starts[i])
         for g in (order[i:i + self.occlusion_group] for i in range(0, len(order), self.occlusion_group)):
@@ -553,8 +668,12 @@ class Scorer:
         return r, [float(v) for v in self._output_logprobs(r.input_ids, o_s, o_e)]
 
     def clear_cache(self) -> None:
+        """Forget the kept prefix caches and forward passes."""
         self._cache.clear()
         self._cache_nbytes.clear()
+        for fw in self._forwards.values():
+            fw.kept = False
+        self._forwards.clear()
 
     # --- a whole trace --------------------------------------------------------------------
     def attribute(

@@ -9,6 +9,7 @@ whatever the methods.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -127,10 +128,16 @@ class BlameContext:
         return self.trace.nodes[self.target].text[a:b] or None
 
     def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
-        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``."""
+        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``.
+        The call's forward pass is kept, so another objective of it costs one backward pass and
+        its occlusion starts from it (its time is counted for each, as if run alone)."""
+        # a scorer that can keep a call's forward pass (the Scorer's ``keep``) is asked to
+        keep = {"keep": True} if self.scorer is not None and \
+            "keep" in inspect.signature(self.scorer.attribute_node).parameters else {}
         return self._cached(("gradient blame", node, region or ()),
                             lambda: self.scorer.attribute_node(self.trace, self.trace.nodes[node],
-                                                               list(region) if region else None), 1, lambda v: 0)
+                                                               list(region) if region else None, **keep),
+                            1, lambda v: 0)
 
     def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
         """Occlusion weights of a call's sources (one forward pass, plus one per source: counted so

@@ -126,10 +126,11 @@ class MemoScorer:
             self._memo[key] = self.inner.attribute(trace, on_node, batch_tokens)
         return copy.deepcopy(self._memo[key])
 
-    def attribute_node(self, trace: Trace, node: Any, target_chars: list[tuple[int, int]] | None = None):  # type: ignore[no-untyped-def]
+    def attribute_node(self, trace: Trace, node: Any, target_chars: list[tuple[int, int]] | None = None,
+                       keep: bool = False):  # type: ignore[no-untyped-def]
         key = ("node", trace_key(trace), node.id, json.dumps(target_chars))
         if key not in self._memo:
-            self._memo[key] = self.inner.attribute_node(trace, node, target_chars)
+            self._memo[key] = self.inner.attribute_node(trace, node, target_chars, keep=keep)
         return copy.deepcopy(self._memo[key])
 
     def __getattr__(self, name: str) -> Any:
