@@ -479,6 +479,14 @@ def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama
     sc.attribute_node(tr, other, keep=True)
     assert len(sc._forwards) == 1 and not kept.kept
     assert sum(f.nbytes for f in sc._forwards.values()) <= sc.graph_bytes
+    # and an evicted pass is freed: its graph holds no reference cycle that would keep it alive
+    import gc
+    import weakref
+
+    gone = weakref.ref(kept.leaf)
+    del kept
+    gc.collect()
+    assert gone() is None
     sc.clear_cache()
     sc.graph_bytes = 1
     sc.attribute_node(tr, node, keep=True)

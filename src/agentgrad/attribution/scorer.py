@@ -226,10 +226,11 @@ class Scorer:
         self.batch_tokens = batch_tokens
         self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
         self.graph_bytes = graph_bytes
+        self.merge_prefix_tokens = 64  # on a CPU, a prefix not cached yet of at most this many tokens runs in the call's pass
         self._plain_kv = plain_kv_cache(model)
         self._weight_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
         self._forwards: OrderedDict[tuple, _Forward] = OrderedDict()  # (input ids, output range, start) -> pass
-        self.forward_stats = {"kept": 0, "reused": 0, "occlusion_reused": 0}
+        self.forward_stats = {"kept": 0, "reused": 0, "occlusion_reused": 0, "occlusion_reused_seconds": 0.0}
 
     @classmethod
     def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
@@ -360,12 +361,14 @@ class Scorer:
         past = None
         # a prefix not cached yet runs in this pass (without gradients) and its cache is kept from
         # it: one forward call, not two (a call costs ~0.1 s of overhead on a CPU, whatever its length)
-        merged = start > 0 and self._plain_kv and tuple(r.input_ids[:start]) not in self._cache
+        # (on a GPU, or for a long prefix, the backward pass over the prefix would cost more)
+        merged = 0 < start <= self.merge_prefix_tokens and self.device.type == "cpu" and self._plain_kv \
+            and tuple(r.input_ids[:start]) not in self._cache
         if start > 0 and not merged:
             past, hit = self._prefix_cache(ids[:start])
         with torch.no_grad():
             e_all = emb(ids[0 if merged else start:][None])  # (1, T or T - start, H)
-        e = e_all[:, start:] if merged else e_all  # (1, T - start, H)
+        e = e_all[:, start:].clone() if merged else e_all  # (1, T - start, H)
         leaf = e.detach().clone().requires_grad_(True)  # (1, T - start, H)
         saved: dict[int, int] = {}  # storage -> bytes the graph keeps for the backward pass (not weights)
 
@@ -373,7 +376,9 @@ class Scorer:
             st = t.untyped_storage()
             if st.data_ptr() not in self._weight_storages:
                 saved[st.data_ptr()] = st.nbytes()
-            return t
+            # detached: an op's own output saved as itself would make a reference cycle through its
+            # grad_fn, which a kept (retained) graph never breaks, so an evicted pass would never be freed
+            return t.detach()
 
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             out = self.model(
@@ -603,6 +608,7 @@ class Scorer:
 
         if kept is not None and kept.kv:
             self.forward_stats["occlusion_reused"] += 1
+            self.forward_stats["occlusion_reused_seconds"] += kept.seconds
             kv = kept.kv  # (1, H, T, D) each
             base = [float(v) for v in kept.token_lp.detach()]
         else:

@@ -89,13 +89,17 @@ class BlameContext:
         for r in results:
             self._cache.setdefault(("gradient blame", r.node_id, ()), (r, r.seconds, 1, 0))
 
-    def _cached(self, key: tuple, compute: Callable[[], Any], backward: int, forward: Callable[[Any], int]) -> Any:
+    def _cached(self, key: tuple, compute: Callable[[], Any], backward: int, forward: Callable[[Any], int],
+                alone: Callable[[Any, float], float] | None = None) -> Any:
+        """``compute()`` once per key; every use counts its passes and seconds (``alone(value, wall
+        seconds)``: what it would have cost without the passes it shared, the wall time by default)."""
         if key not in self._cache:
             if self.scorer is None:
                 raise ConfigError(f"{key[0]} needs a scorer")
             t0 = time.time()
             value = compute()
-            self._cache[key] = (value, time.time() - t0, backward, forward(value))
+            wall = time.time() - t0
+            self._cache[key] = (value, alone(value, wall) if alone else wall, backward, forward(value))
         value, seconds, b, f = self._cache[key]
         self.seconds += seconds
         self.backward_passes += b
@@ -137,13 +141,18 @@ class BlameContext:
         return self._cached(("gradient blame", node, region or ()),
                             lambda: self.scorer.attribute_node(self.trace, self.trace.nodes[node],
                                                                list(region) if region else None, **keep),
-                            1, lambda v: 0)
+                            # a kept forward pass reused is counted again (the record's seconds)
+                            1, lambda v: 0, lambda v, wall: max(wall, getattr(v, "seconds", 0.0)))
 
     def occlusion(self, node: int, region: tuple[tuple[int, int], ...] | None) -> dict[int, float]:
         """Occlusion weights of a call's sources (one forward pass, plus one per source: counted so
         for every method, though every objective and region of a call shares one batch of them)."""
+        stats = getattr(self.scorer, "forward_stats", {})
+        skipped = stats.get("occlusion_reused_seconds", 0.0)
         vectors = self._cached(("occlusion", node), lambda: self.scorer.occlusion_vectors(self.trace, self.trace.nodes[node]),
-                               0, lambda v: 0 if v is None else 1 + len(v[2]))
+                               0, lambda v: 0 if v is None else 1 + len(v[2]),
+                               # the unoccluded pass it took from a kept gradient pass is counted
+                               lambda v, wall: wall + stats.get("occlusion_reused_seconds", 0.0) - skipped)
         if vectors is None:
             return {s: 0.0 for s in self.render(node).source_ranges}
         return self.scorer.occlusion_weights(vectors, list(region) if region else None)
