@@ -362,7 +362,7 @@ class Scorer:
         # a prefix not cached yet runs in this pass (without gradients) and its cache is kept from
         # it: one forward call, not two (a call costs ~0.1 s of overhead on a CPU, whatever its length)
         # (on a GPU, or for a long prefix, the backward pass over the prefix would cost more)
-        merged = 0 < start <= self.merge_prefix_tokens and self.device.type == "cpu" and self._plain_kv \
+        merged = keep and 0 < start <= self.merge_prefix_tokens and self.device.type == "cpu" and self._plain_kv \
             and tuple(r.input_ids[:start]) not in self._cache
         if start > 0 and not merged:
             past, hit = self._prefix_cache(ids[:start])
