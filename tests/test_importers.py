@@ -234,6 +234,30 @@ def test_a_judge_that_cannot_keep_the_format_is_counted_never_a_crash(tmp_path):
     assert pm["groups"]["all"]["last"]["unparsed"] == 0
 
 
+def test_a_log_longer_than_the_judges_context_is_counted_never_a_crash(tmp_path, tiny_llama):
+    """A judge model whose context a log's prompt does not fit (SmolLM2's 8,192 tokens and a long
+    Who&When log): that method names nothing on the log, counted as `unread` (and as wrong), and the
+    run goes on; the same in the planted-fault benchmark."""
+    from agentgrad.benchmarks.planted.bench import run_benchmark
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+    from agentgrad.blame.judge import Judge
+    from agentgrad.models.hf import HFModel
+
+    traces = import_whowhen(_fixture(tmp_path)).traces
+    j = Judge(HFModel(path=str(tiny_llama), max_context=40))  # every judge prompt is longer
+    m = run_whowhen(traces, ["last", "judge:all_at_once", "judge:step_by_step"], judge=j, out=tmp_path / "W")
+    g = m["groups"]["all"]["methods"]
+    for name in ("judge:all_at_once", "judge:step_by_step"):
+        assert (g[name]["unread"], g[name]["unparsed"], g[name]["agent"]["value"]) == (3, 0, 0.0)
+    assert g["last"]["unread"] == 0 and g["last"]["agent"]["value"] == pytest.approx(2 / 3)
+    assert j.requests == 6 and j.unparsed == 0  # one refused request per log and method, no re-ask
+    logs = [json.loads(f.read_text()) for f in (tmp_path / "W" / "logs").glob("*.json")]
+    assert all(r["methods"]["judge:all_at_once"]["unread"] and r["methods"]["judge:all_at_once"]["top"] is None
+               for r in logs)
+    pm = run_benchmark(None, ["judge:all_at_once", "last"], ["chain"], ["wrong_value"], 2, judge=j)
+    assert pm["groups"]["all"]["judge:all_at_once"]["unread"] == 2
+    assert pm["groups"]["all"]["judge:all_at_once"]["agent_top1"]["value"] == 0.0
+
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
 def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
     from agentgrad.benchmarks.planted.bench import wilson
@@ -368,6 +392,76 @@ def test_whowhen_max_context_scores_the_logs_that_fit_a_shorter_window(tmp_path,
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "N"), "--methods", "last",
                  "--max-context", "100"]) == 2
     assert not (tmp_path / "L").exists() and not (tmp_path / "N").exists()
+
+
+def test_a_call_too_long_keeps_the_steps_nearest_it_that_fit_and_the_log_is_scored(tmp_path, tiny_llama, capsys):
+    """--on-too-long window: a long call keeps its first block (the task) and the fewest oldest steps
+    dropped that make it fit; its text is the blocks it keeps, joined as the importer joins them; its
+    gradients reach only them; the log is scored and counted as windowed."""
+    import dataclasses
+
+    from agentgrad.attribution.render import render_call, window_call, window_trace
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.core.trace import join_blocks
+
+    arc = _fixture(tmp_path)
+    traces = import_whowhen(arc).traces
+    algo = next(t for t in traces if t.meta["labels"]["subset"] == "algorithm")
+    sc = Scorer(str(tiny_llama))
+    tok = sc.tokenizer
+    last = algo.calls()[-1]  # reads the question and the 3 steps before it
+    n = len(render_call(tok, last).input_ids)
+    assert window_call(tok, last, n) is last  # a call that fits is left as it is
+    msg = last.spans[0].message
+    steps = [s.source for s in last.spans][1:]
+
+    def by_hand(d):  # the call with its d oldest steps dropped, joined as the importer joins blocks
+        kept = [0] + steps[d:]
+        content, spans = join_blocks([(src, "[question]\n" if src == 0 else f"[{algo.nodes[src].name}]\n",
+                                       algo.nodes[src].text) for src in kept], msg)
+        messages = [dict(m) for m in last.messages]
+        messages[msg]["content"] = content
+        return messages, spans, kept
+
+    drops = []
+    for limit in range(n - 1, max(n - 60, 16), -1):
+        w = window_call(tok, last, limit)
+        d = w.meta["window"]["dropped"]
+        messages, spans, kept = by_hand(d)
+        assert (w.messages, w.spans, w.parents, w.text) == (messages, spans, last.parents, last.text)
+        tokens = len(render_call(tok, w).input_ids)
+        assert w.meta["window"] == {"dropped": d, "tokens_before": n, "tokens": tokens}
+        assert tokens <= limit or d == len(steps)  # it fits, or nothing is left to drop
+        if d > 1:  # and with one step fewer dropped it would not fit
+            m1, s1, k1 = by_hand(d - 1)
+            longer = dataclasses.replace(last, messages=m1, spans=s1, parents=k1)
+            assert len(render_call(tok, longer).input_ids) > limit
+        drops.append(d)
+    assert drops == sorted(drops) and drops[0] == 1 and drops[-1] == len(steps) == 3
+    short = window_call(tok, last, n - 1)
+    assert_spans_exact(window_trace(tok, algo, n - 1))
+    # with every step dropped from the last call, the steps are still upstream of it (through the others)
+    bare = window_trace(tok, algo, limit)
+    assert bare.nodes[last.id].meta["window"]["dropped"] == 3 and len(bare.nodes[last.id].spans) == 1
+    assert bare.upstream(last.id) == algo.upstream(last.id) == [n.id for n in algo.calls()]
+    # the gradients of a windowed call reach only what it kept
+    att = sc.attribute_node(algo, short)
+    assert {s.source for s in att.sources} == {s.source for s in short.spans}
+    # the benchmark: the long log is windowed and scored, not excluded; the others are as they were
+    lens = sorted(len(render_call(tok, c).input_ids) for t in traces for c in t.calls())
+    out = tmp_path / "W"
+    assert main(["bench", "whowhen", "--archive", str(arc), "--scorer", str(tiny_llama), "--out", str(out),
+                 "--methods", "gbc:max_l1:whole:maxw,last", "--on-too-long", "window",
+                 "--max-context", str(n - 1)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "scored on the steps nearest each call that fit: all 1, hand 0, algorithm 1" in printed
+    m = json.loads((out / "metrics.json").read_text())
+    assert (m["logs"], m["excluded"], m["groups"]["all"]["windowed"]) == (3, 0, 1)
+    rec = json.loads((out / "logs" / f"{algo.id}.json").read_text())
+    assert rec["windowed"] == {"calls": 1, "dropped_steps": short.meta["window"]["dropped"]} and not rec["too_long"]
+    assert rec["steps"] == 4 and rec["chance"]["step"] == 1 / 4
+    assert json.loads((out / "bench.json").read_text())["window"] is True
+    assert lens[-1] == n
 
 
 # --- OpenTelemetry -------------------------------------------------------------------------------------

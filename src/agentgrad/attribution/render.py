@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrad.core.trace import Node
+from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import TraceError
 from agentgrad.models.hf import render_chat
 
@@ -202,3 +202,64 @@ def render_call(tok: Any, node: Node) -> RenderedCall:
         offsets=offsets,
         message_starts=starts[:-1],
     )
+
+
+def window_call(tok: Any, node: Node, limit: int) -> Node:
+    """``node`` cut to ``limit`` tokens by dropping its oldest source blocks: the steps nearest the call
+    that fit.
+
+    The message with the most spans (a log's transcript, one block per earlier step, as
+    :func:`agentgrad.core.trace.join_blocks` makes it) keeps its first block (the task) and loses the
+    blocks after it, oldest first, the fewest that make the rendered call fit. A block is everything
+    from the end of the previous span to the end of its own, so its header and separator go with it.
+    ``parents`` stay as they were: what the call depended on does not change, only what the scorer
+    reads (a dropped step gets no gradient edge from this call; it is still reached through the calls
+    after it). ``meta["window"]`` records the blocks dropped and the tokens before and after. A call
+    that fits, or whose transcript is not disjoint blocks, is returned as is; one that does not fit
+    even with every block but the first dropped comes back with them dropped (still too long: the
+    scorer then skips or raises as it is set to)."""
+    tokens = len(render_call(tok, node).input_ids)
+    if tokens <= limit or not node.spans:
+        return node
+    counts: dict[int, int] = {}
+    for s in node.spans:
+        counts[s.message] = counts.get(s.message, 0) + 1
+    msg = max(counts, key=lambda m: (counts[m], m))
+    mine = sorted((s for s in node.spans if s.message == msg), key=lambda s: s.start)
+    if len(mine) < 2 or any(b.start < a.end for a, b in zip(mine, mine[1:])):
+        return node
+
+    def cut(d: int) -> Node:  # blocks 1..d dropped
+        lo, hi = mine[0].end, mine[d].end
+        content = node.messages[msg]["content"]
+        messages = [dict(m) for m in node.messages]
+        messages[msg]["content"] = content[:lo] + content[hi:]
+        gone = {id(s) for s in mine[1:d + 1]}
+        spans = [s if s.message != msg or s.start < lo else dataclasses.replace(s, start=s.start - (hi - lo),
+                                                                               end=s.end - (hi - lo))
+                 for s in node.spans if id(s) not in gone]
+        return dataclasses.replace(node, messages=messages, spans=spans,
+                                   meta={**node.meta, "window": {"dropped": d, "tokens_before": tokens}})
+
+    lo_d, hi_d = 1, len(mine) - 1  # the fewest drops that fit lies in [lo_d, hi_d] (or none fits)
+    best = cut(hi_d)
+    if (n := len(render_call(tok, best).input_ids)) > limit:
+        best.meta["window"]["tokens"] = n
+        return best
+    while lo_d < hi_d:
+        mid = (lo_d + hi_d) // 2
+        if len(render_call(tok, cut(mid)).input_ids) <= limit:
+            hi_d = mid
+        else:
+            lo_d = mid + 1
+    best = cut(hi_d)
+    best.meta["window"]["tokens"] = len(render_call(tok, best).input_ids)
+    return best
+
+
+def window_trace(tok: Any, trace: Trace, limit: int) -> Trace:
+    """A copy of ``trace`` whose calls longer than ``limit`` tokens keep only the steps nearest them that
+    fit (:func:`window_call`)."""
+    out = Trace.from_dict(trace.to_dict())
+    out.nodes = [window_call(tok, n, limit) if n.kind == "call" else n for n in out.nodes]
+    return out

@@ -73,6 +73,7 @@ class BlameContext:
         self.seconds = 0.0
         self.generations = 0  # the replay method's generations (every call of every replayed run)
         self.unparsed: list[str] = []  # judge methods whose judge gave no parsable reply (they named nothing)
+        self.unread: list[str] = []  # judge methods whose prompt was longer than the judge's context (the same)
 
     def focus(self, target: int) -> "BlameContext":
         """The same episode with the loss narrowed to one of its targets (and that target's spans),

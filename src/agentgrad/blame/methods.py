@@ -35,7 +35,7 @@ from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
 from agentgrad.blame.walk import OBJECTIVES, RULES, _occurs, walk, walk_topk
-from agentgrad.errors import ConfigError, JudgeReplyError, RegistryError
+from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:carry"  # the best GBC rule of the planted-fault benchmark (docs/blame.md)
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
@@ -118,6 +118,9 @@ def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
         out = [ctx.blame(n, s) for n, s in judge_blame(ctx.judge, ctx.trace, ctx.loss, protocol)]
     except JudgeReplyError:  # a small judge that cannot keep the format: no blame, counted, never a crash
         ctx.unparsed.append(f"judge:{protocol}")
+        return []
+    except ContextLengthError:  # a log longer than the judge's context: the same (a small model's 8k tokens)
+        ctx.unread.append(f"judge:{protocol}")
         return []
     if out and ctx.judge.named_agent:
         out[0] = Blame(ctx.judge.named_agent, out[0].node, out[0].score)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -62,19 +62,22 @@ def bench_blame(
     print_blame_table(metrics)
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
-    _print_unparsed({k: v.get("unparsed", 0) for k, v in metrics["groups"]["all"].items()}, metrics["episodes"])
+    _print_judge_misses(metrics["groups"]["all"], metrics["episodes"])
     if metrics.get("seconds_per_episode") is not None:
         console.print(f"wall time per episode, the {len(names)} methods together (shared passes counted once): "
                       f"{metrics['seconds_per_episode']:.1f} s")
     console.print(f"written: {out}/metrics.json, {out}/episodes/")
 
 
-def _print_unparsed(counts: dict[str, int], n: int) -> None:
-    """One line for the judge methods whose judge gave no parsable reply (they named nothing there)."""
-    bad = {m: c for m, c in counts.items() if c}
-    if bad:
-        console.print("judge replies that did not parse (counted as wrong): "
-                      + ", ".join(f"{m} {c} of {n}" for m, c in bad.items()), markup=False)
+def _print_judge_misses(methods: dict[str, dict[str, Any]], n: int) -> None:
+    """A line each for the judge methods that named nothing somewhere: their judge's reply did not
+    parse, or the log was longer than the judge's context."""
+    for key, what in (("unparsed", "judge replies that did not parse"),
+                      ("unread", "logs longer than the judge's context")):
+        bad = {m: v[key] for m, v in methods.items() if v.get(key)}
+        if bad:
+            console.print(f"{what} (counted as wrong): " + ", ".join(f"{m} {c} of {n}" for m, c in bad.items()),
+                          markup=False)
 
 
 def _print_wide(table: Table) -> None:
@@ -155,7 +158,9 @@ def bench_whowhen(
                                                   "folder, openai:MODEL@URL."),
     on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log), "
                                                                   "exclude (score only the logs that fit the "
-                                                                  "scorer's context, count the others) or error."),
+                                                                  "scorer's context, count the others), window "
+                                                                  "(a long call keeps the steps nearest it that "
+                                                                  "fit) or error."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
     archive: Optional[Path] = typer.Option(None, "--archive", help="who_and_when.tar.gz (default: the data "
                                                                    "directory's)."),
@@ -178,8 +183,8 @@ def bench_whowhen(
     from agentgrad.core.files import check_new_output
     from agentgrad.importers import import_whowhen
 
-    if on_too_long not in ("skip", "exclude", "error"):
-        raise ConfigError(f"--on-too-long must be skip, exclude or error, got {on_too_long!r}")
+    if on_too_long not in ("skip", "exclude", "window", "error"):
+        raise ConfigError(f"--on-too-long must be skip, exclude, window or error, got {on_too_long!r}")
     spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
     names = select_methods(spec, judge=bool(judge))
     scored = [n for n in names if needs_scorer(n)]
@@ -196,7 +201,7 @@ def bench_whowhen(
     if max_context is not None and not scorer:
         raise ConfigError("--max-context sets the white-box scorer's context: give --scorer too")
     sc = Scorer(str(resolve_scorer(scorer)), device=device, max_context=max_context,
-                on_too_long="skip" if on_too_long == "exclude" else on_too_long) if scorer else None
+                on_too_long="skip" if on_too_long in ("exclude", "window") else on_too_long) if scorer else None
     if sc is not None and max_context is not None:
         from agentgrad.models.hf import context_length
 
@@ -205,7 +210,8 @@ def bench_whowhen(
     with _progress() as progress:
         bar = progress.add_task("logs", total=len(traces))
         m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
-                        exclude_too_long=on_too_long == "exclude" and sc is not None, resume=resume,
+                        exclude_too_long=on_too_long in ("exclude", "window") and sc is not None, resume=resume,
+                        window=on_too_long == "window" and sc is not None,
                         setup={"scorer": scorer, "judge": judge, "subset": subset,
                                **({"max_context": max_context} if max_context else {})})
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
@@ -223,7 +229,10 @@ def bench_whowhen(
     table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
                                              for k in ("agent", "step")])
     _print_wide(table)
-    _print_unparsed({k: v.get("unparsed", 0) for k, v in m["groups"]["all"]["methods"].items()}, m["logs"])
+    _print_judge_misses(m["groups"]["all"]["methods"], m["logs"])
+    if m["groups"].get("all", {}).get("windowed"):
+        console.print("logs with calls longer than the scorer's context, scored on the steps nearest each call "
+                      "that fit: " + ", ".join(f"{g} {m['groups'][g]['windowed']}" for g in groups), markup=False)
     if m["excluded"]:
         console.print("logs longer than the scorer's context, not scored: " + ", ".join(
             f"{g} {m['groups'][g]['excluded']} of {m['groups'][g]['excluded'] + m['groups'][g]['n']}"
@@ -351,7 +360,7 @@ def bench_inject(
     print_blame_table(m, ("system", "kind", "final"))
     console.print(f"chance (1/upstream calls): {m['chance_agent_top1']:.3f}; 'final=True': injected at the final "
                   f"agent, where 'last' is right by construction", markup=False)
-    _print_unparsed({k: v.get("unparsed", 0) for k, v in m["groups"]["all"].items()}, m["episodes"])
+    _print_judge_misses(m["groups"]["all"], m["episodes"])
     console.print(f"{time.perf_counter() - t0:.0f} s; written: {out}/metrics.json, {out}/episodes/")
 
 

@@ -84,6 +84,7 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
             "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
             "judge_requests": ctx.judge_requests - j0, "generations": ctx.generations - g0,
             "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
+            "unread": m in ctx.unread,  # a judge whose prompt was longer than its context (named nothing)
             # scorer time (replay: its runs' time), or for a judge the wall time of its requests
             "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
         }
@@ -203,6 +204,7 @@ def _agg(records: list[dict[str, Any]], m: str) -> dict[str, Any]:
     for k in ("seconds", "backward", "forward", "judge_requests", "generations"):
         out[k] = sum(r["methods"][m].get(k, 0) for r in records) / max(n, 1)
     out["unparsed"] = sum(bool(r["methods"][m].get("unparsed")) for r in records)  # a count, not a mean
+    out["unread"] = sum(bool(r["methods"][m].get("unread")) for r in records)  # a count, not a mean
     return out
 
 

@@ -15,7 +15,10 @@ The blamed step of a GBC method is the node its rule ranks first: ``earliest`` t
 the kept path, ``maxw`` the node whose edge to its successor weighs most, ``path`` every node on the
 path, tied. A log longer than the scorer's context is attributed as far as it fits and counted
 (``too_long``); with ``exclude_too_long`` it is not scored at all, only counted per subset
-(``excluded``: the figures are then those of the logs that fit). The paper's published figures (its Table 1: random and the three
+(``excluded``: the figures are then those of the logs that fit); with ``window`` a call longer than
+the scorer's context keeps only the steps nearest it that fit
+(:func:`agentgrad.attribution.render.window_call`), and the log is scored and counted as
+``windowed``. The paper's published figures (its Table 1: random and the three
 judge protocols with GPT-4o, per subset, with and without ground truth) are stored as data in
 ``published/whowhen.json`` with their source and returned by :func:`published`; they are not
 measured here.
@@ -97,18 +100,19 @@ def _read_back(files: RunFiles | None, log: str, methods: list[str]) -> dict[str
 def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, judge: Any = None,
                 with_ground_truth: bool = True, out: Path | None = None, seed: int = 0,
                 on_log: Callable[[dict[str, Any]], None] | None = None, exclude_too_long: bool = False,
-                resume: bool = False, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+                resume: bool = False, setup: dict[str, Any] | None = None, window: bool = False) -> dict[str, Any]:
     """Every method on every log; agent- and step-level accuracy per subset with 95% intervals.
 
     ``exclude_too_long``: a log whose longest call exceeds the scorer's context is counted, not
-    scored. ``resume``: the records of ``out/logs/`` that cover ``methods`` are read back instead
+    scored; ``window``: its long calls keep the steps nearest them that fit, and it is scored (a
+    call still too long, its own output alone too long, is then excluded or skipped). ``resume``: the records of ``out/logs/`` that cover ``methods`` are read back instead
     of run again (``setup``, what produced the figures, must be the earlier run's: ``bench.json``).
     Each method's record holds its scorer seconds (a judge's: the wall time of its requests)."""
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
     if out is not None:
         setup = {**(setup or {}), "seed": seed, "with_ground_truth": with_ground_truth,
-                 "exclude_too_long": exclude_too_long}
+                 "exclude_too_long": exclude_too_long, **({"window": True} if window else {})}
         check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)  # type: ignore[union-attr]
     records = []
@@ -120,10 +124,19 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
             if on_log:
                 on_log(done)
             continue
+        windowed = None
+        if window and scorer is not None:
+            from agentgrad.attribution.render import window_trace
+
+            tr = window_trace(scorer.tokenizer, tr, scorer.max_context)
+            cut = [n.meta["window"] for n in tr.calls() if "window" in n.meta]
+            if cut:
+                windowed = {"calls": len(cut), "dropped_steps": sum(w["dropped"] for w in cut)}
         if exclude_too_long and scorer is not None:
             tokens = longest_call(scorer, tr)
             if tokens > scorer.max_context:
-                rec = {"log": tr.id, "subset": labels["subset"], "excluded": True, "tokens": tokens}
+                rec = {"log": tr.id, "subset": labels["subset"], "excluded": True, "tokens": tokens,
+                       **({"windowed": windowed} if windowed else {})}  # too long even windowed
                 records.append(rec)
                 if files:
                     files.write_json("logs", f"{tr.id}.json", data=rec)
@@ -149,8 +162,11 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
                 "step_within": step_within(ranking, labels["mistake_node"]),
                 "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
+                "unread": m in ctx.unread,  # a judge whose prompt was longer than its context (named nothing)
                 "top": ranking[0].to_dict() if ranking else None}
         rec["too_long"] = ctx.too_long()
+        if windowed:
+            rec["windowed"] = windowed
         rec["seconds"] = round(time.time() - t_log, 3)  # every method together, passes shared
         records.append(rec)
         if files:
@@ -178,6 +194,7 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
         n = len(rs)
         out["groups"][g] = {
             "n": n, "excluded": len(all_rs) - n, "too_long": sum(r["too_long"] for r in rs),
+            "windowed": sum("windowed" in r for r in rs),
             # wall time of a log with every method at once, where recorded
             "seconds_per_log": (sum(r["seconds"] for r in rs if "seconds" in r) / sum("seconds" in r for r in rs)
                                 if any("seconds" in r for r in rs) else None),
@@ -188,6 +205,7 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
                         | {"step_within": {str(t): sum(r["methods"][m]["step_within"][str(t)]
                                                        for r in rs) / max(n, 1) for t in TOLERANCES},
                            "unparsed": sum(bool(r["methods"][m].get("unparsed")) for r in rs),
+                           "unread": sum(bool(r["methods"][m].get("unread")) for r in rs),
                            "seconds": sum(r["methods"][m].get("seconds", 0.0) for r in rs) / max(n, 1)}
                         for m in methods}}
     return out
