@@ -105,8 +105,9 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
 
     ``exclude_too_long``: a log whose longest call exceeds the scorer's context is counted, not
     scored; ``window``: its long calls keep the steps nearest them that fit, and it is scored (a
-    call still too long, its own output alone too long, is then excluded or skipped). ``resume``: the records of ``out/logs/`` that cover ``methods`` are read back instead
-    of run again (``setup``, what produced the figures, must be the earlier run's: ``bench.json``).
+    call too long even with every step dropped is then excluded, or skipped). ``resume``: the
+    records of ``out/logs/`` that cover ``methods`` are read back instead of run again (``setup``,
+    what produced the figures, must be the earlier run's: ``bench.json``).
     Each method's record holds its scorer seconds (a judge's: the wall time of its requests)."""
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
