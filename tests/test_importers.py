@@ -357,6 +357,17 @@ def test_whowhen_on_the_tiny_model_and_cli(tmp_path, tiny_llama, capsys):
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(part), "--methods", "last", "--resume"]) == 0
     assert json.loads((part / "metrics.json").read_text())["logs"] == 3
     assert {n: (part / "logs" / n).stat().st_mtime_ns for n in first} == first  # read back, not written again
+    # --logs A-B scores logs A to B of the archive's order (a later stretch of a long run, resumed alike)
+    tail = tmp_path / "T"
+    assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tail), "--methods", "last", "--logs", "2-9"]) == 0
+    assert sorted(p.stem for p in (tail / "logs").glob("*.json")) == sorted(t.id for t in import_whowhen(arc).traces[1:])
+    assert json.loads((tail / "metrics.json").read_text())["logs"] == 2
+    for bad in ("0", "3-2", "x", "4-5", "1-"):
+        capsys.readouterr()
+        assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / f"L{bad}"),
+                     "--methods", "last", "--logs", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--logs" in err and len(err.strip().splitlines()) == 1
     capsys.readouterr()
     assert main(["bench", "whowhen", "--archive", str(arc), "--out", str(tmp_path / "C")]) == 2
     assert "--scorer" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -143,6 +144,20 @@ def blame_model_command(
                   f"after {rep['steps']} steps in {rep['seconds']} s (a mechanism test, not a model of real LLMs)")
 
 
+def log_range(value: str, count: int) -> tuple[int, int]:
+    """``--logs``: ``N`` (the first N logs) or ``A-B`` (logs A to B, 1-based and inclusive), as (A, B)
+    within the ``count`` logs there are; anything else is a one-line :class:`ConfigError`."""
+    from agentgrad.errors import ConfigError
+
+    m = re.fullmatch(r"\s*(?:(\d+)\s*-\s*)?(\d+)\s*", value)
+    first, last = (int(m.group(1) or 1), int(m.group(2))) if m else (0, 0)
+    if not m or first < 1 or last < first:
+        raise ConfigError(f"--logs takes N (the first N logs) or A-B with 1 <= A <= B (logs A to B), got {value!r}")
+    if first > count:
+        raise ConfigError(f"--logs {value}: the subset has only {count} logs")
+    return first, min(last, count)
+
+
 @bench_app.command("whowhen")
 def bench_whowhen(
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json and logs/ (must be new or empty)."),
@@ -167,9 +182,9 @@ def bench_whowhen(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped run in --out: logs already scored are "
                                                         "read back."),
-    logs: Optional[int] = typer.Option(None, "--logs", min=1, help="Only the first N logs of the subset (in the "
-                                                                   "archive's order); --resume without it goes on "
-                                                                   "to every log."),
+    logs: Optional[str] = typer.Option(None, "--logs", help="Only the first N logs of the subset, or logs A-B "
+                                                            "(1-based, inclusive, in the archive's order); "
+                                                            "--resume without it goes on to every log."),
     max_context: Optional[int] = typer.Option(None, "--max-context", min=16,
                                               help="The scorer's context in tokens, below the model's: a cheaper "
                                                    "window; longer calls are handled by --on-too-long."),
@@ -196,7 +211,8 @@ def bench_whowhen(
         res = import_whowhen(archive, subset)
     if res.broken:
         err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
-    traces = res.traces[:logs] if logs else res.traces
+    first, last = log_range(logs, len(res.traces)) if logs else (1, len(res.traces))
+    traces = res.traces[first - 1:last]
     jm = Judge(make_judge(judge)) if judge else None
     if max_context is not None and not scorer:
         raise ConfigError("--max-context sets the white-box scorer's context: give --scorer too")
