@@ -5,7 +5,9 @@
 The figures are the library's own summary of the records (``summarize_whowhen``: agent and step
 accuracy, ties at the top earning 1/ties, 95% Wilson intervals); beside them two baselines read from
 the labels alone: always the first step, and where the labelled step and each method's pick lie as
-a share of the log's length (median).
+a share of the log's length (median; 1.00 is the last step). Those two need ``last`` among the
+methods: its pick is the log's last step, which places the steps among the trace's nodes (a
+hand-crafted log's first entry, the human's question, is a node but not a step).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ def main() -> None:
     if not scored:
         raise SystemExit(f"no scored log in {a.folder}")
     methods = list(scored[0]["methods"])
+    # the node of each log's first step: the steps are the last ``steps`` nodes before the loss
+    first_node = {r["log"]: r["methods"]["last"]["top"]["node"] - r["steps"] + 1
+                  for r in scored if "last" in r["methods"] and r["methods"]["last"]["top"]}
+
+    def place(r: dict, node: int) -> float | None:
+        return (node - first_node[r["log"]] + 1) / r["steps"] if r["log"] in first_node else None
     m = summarize_whowhen(recs, methods)["groups"]["all"]
     n = m["n"]
     print(f"{n} logs scored, {m['excluded']} excluded (longer than the scorer's context); "
@@ -36,17 +44,20 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for meth in methods:
         cell = m["methods"][meth]
-        places = [r["methods"][meth]["top"]["node"] / r["steps"] for r in scored if r["methods"][meth]["top"]]
+        places = [p for r in scored if r["methods"][meth]["top"]
+                  for p in [place(r, r["methods"][meth]["top"]["node"])] if p is not None]
         row = [f"`{meth}`"] + [f"{cell[k]['value']:.2f} [{cell[k]['ci95'][0]:.2f}, {cell[k]['ci95'][1]:.2f}]"
                                for k in ("agent", "step")]
         row += [f"{cell['step_within']['5']:.2f}", f"{statistics.median(places):.2f}" if places else "-"]
         print("| " + " | ".join(row) + " |")
-    first = sum(r["truth"]["step"] == 0 for r in scored)
-    lo, hi = wilson(first, n)
     print(f"| chance (uniform over the log's steps) | {m['chance']['agent']:.2f} | {m['chance']['step']:.2f} | | |")
-    print(f"| the first step, always (from the labels) | | {first / n:.2f} [{lo:.2f}, {hi:.2f}] | | |")
-    print(f"\nlabelled step's place in the log (median share): "
-          f"{statistics.median(r['truth']['node'] / r['steps'] for r in scored):.2f}")
+    known = [r for r in scored if r["log"] in first_node]
+    if known:
+        first = sum(r["truth"]["node"] == first_node[r["log"]] for r in known)
+        lo, hi = wilson(first, len(known))
+        print(f"| the first step, always (from the labels) | | {first / len(known):.2f} [{lo:.2f}, {hi:.2f}] | | |")
+        print(f"\nlabelled step's place in the log (median share): "
+              f"{statistics.median(place(r, r['truth']['node']) for r in known):.2f}")
 
 
 if __name__ == "__main__":
