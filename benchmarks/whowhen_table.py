@@ -1,6 +1,16 @@
 """Print the Who&When table (markdown) from a ``bench whowhen`` folder's per-log records.
 
     python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm
+    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm-occlusion \
+        --also benchmarks/whowhen-smollm2/algorithm --seconds
+
+    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm \
+        --union benchmarks/whowhen-smollm2/algorithm-window
+
+``--union`` adds another folder's scored logs, in place of the same logs excluded here (the
+windowed run of the logs too long for the first). ``--also`` adds the methods another folder
+scored on the same logs, so that methods run apart are compared on one sample. ``--seconds`` adds
+each method's own time per log.
 
 The figures are the library's own summary of the records (``summarize_whowhen``: agent and step
 accuracy, ties at the top earning 1/ties, 95% Wilson intervals); beside them two baselines read from
@@ -24,12 +34,39 @@ from agentgrad.benchmarks.whowhen.bench import summarize_whowhen
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", type=Path, help="a bench whowhen --out folder (logs/*.json)")
+    ap.add_argument("--also", type=Path, action="append", default=[],
+                    help="another folder whose methods on the same logs join the table (repeatable)")
+    ap.add_argument("--union", type=Path, action="append", default=[],
+                    help="another folder whose scored logs join the table, replacing this folder's "
+                         "excluded records of the same logs (repeatable)")
+    ap.add_argument("--seconds", action="store_true", help="add each method's own wall time per log")
     a = ap.parse_args()
-    recs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((a.folder / "logs").glob("*.json"))]
+    recs = read(a.folder)
+    for other in a.union:
+        theirs = {r["log"]: r for r in read(other) if not r.get("excluded")}
+        if not theirs:
+            raise SystemExit(f"no scored log in {other}")
+        clash = sorted(r["log"] for r in recs if r["log"] in theirs and not r.get("excluded"))
+        if clash:
+            raise SystemExit(f"{other} scores logs already scored in {a.folder}: {', '.join(clash)}")
+        recs = [theirs.pop(r["log"], r) for r in recs] + list(theirs.values())
     scored = [r for r in recs if not r.get("excluded")]
     if not scored:
         raise SystemExit(f"no scored log in {a.folder}")
     methods = list(scored[0]["methods"])
+    for other in a.also:
+        theirs = {r["log"]: r for r in read(other) if not r.get("excluded")}
+        if not theirs:
+            raise SystemExit(f"no scored log in {other}")
+        missing = sorted(r["log"] for r in scored if r["log"] not in theirs)
+        if missing:
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise SystemExit(f"{other} has no scored record of {', '.join(missing[:5])}{more}: "
+                             "--also needs the same logs")
+        extra = [m for m in theirs[scored[0]["log"]]["methods"] if m not in methods]
+        for r in scored:
+            r["methods"].update({m: theirs[r["log"]]["methods"][m] for m in extra})
+        methods += extra
     # the node of each log's first step: the steps are the last ``steps`` nodes before the loss
     first_node = {r["log"]: r["methods"]["last"]["top"]["node"] - r["steps"] + 1
                   for r in scored if "last" in r["methods"] and r["methods"]["last"]["top"]}
@@ -38,10 +75,14 @@ def main() -> None:
         return (node - first_node[r["log"]] + 1) / r["steps"] if r["log"] in first_node else None
     m = summarize_whowhen(recs, methods)["groups"]["all"]
     n = m["n"]
-    print(f"{n} logs scored, {m['excluded']} excluded (longer than the scorer's context); "
-          f"mean wall time per log, every method together: {m['seconds_per_log']:.0f} s\n")
-    print("| method | agent | step | step within 5 | pick's place in the log (median share) |")
-    print("|---|---|---|---|---|")
+    took = f"{m['seconds_per_log']:.0f} s" if m["seconds_per_log"] is not None else "not recorded"
+    print(f"{n} logs scored, {m['excluded']} excluded (longer than the scorer's context), "
+          f"{m['windowed']} windowed (calls cut to the steps nearest them that fit); "
+          f"mean wall time per log, every method together: {took}\n")
+    cols = ["method", "agent", "step", "step within 5", "pick's place in the log (median share)"]
+    cols += ["s per log (method alone)"] if a.seconds else []
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
     for meth in methods:
         cell = m["methods"][meth]
         places = [p for r in scored if r["methods"][meth]["top"]
@@ -49,15 +90,22 @@ def main() -> None:
         row = [f"`{meth}`"] + [f"{cell[k]['value']:.2f} [{cell[k]['ci95'][0]:.2f}, {cell[k]['ci95'][1]:.2f}]"
                                for k in ("agent", "step")]
         row += [f"{cell['step_within']['5']:.2f}", f"{statistics.median(places):.2f}" if places else "-"]
+        row += [f"{cell['seconds']:.0f}"] if a.seconds else []
         print("| " + " | ".join(row) + " |")
-    print(f"| chance (uniform over the log's steps) | {m['chance']['agent']:.2f} | {m['chance']['step']:.2f} | | |")
+    pad = " |" * (len(cols) - 3)
+    print(f"| chance (uniform over the log's steps) | {m['chance']['agent']:.2f} | {m['chance']['step']:.2f} |{pad}")
     known = [r for r in scored if r["log"] in first_node]
     if known:
         first = sum(r["truth"]["node"] == first_node[r["log"]] for r in known)
         lo, hi = wilson(first, len(known))
-        print(f"| the first step, always (from the labels) | | {first / len(known):.2f} [{lo:.2f}, {hi:.2f}] | | |")
+        print(f"| the first step, always (from the labels) | | {first / len(known):.2f} [{lo:.2f}, {hi:.2f}] |{pad}")
         print(f"\nlabelled step's place in the log (median share): "
               f"{statistics.median(place(r, r['truth']['node']) for r in known):.2f}")
+
+
+def read(folder: Path) -> list[dict]:
+    """The per-log records of a ``bench whowhen --out`` folder."""
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "logs").glob("*.json"))]
 
 
 if __name__ == "__main__":
