@@ -43,9 +43,7 @@ def main() -> None:
     a = ap.parse_args()
     recs = read(a.folder)
     for other in a.union:
-        theirs = {r["log"]: r for r in read(other) if not r.get("excluded")}
-        if not theirs:
-            raise SystemExit(f"no scored log in {other}")
+        theirs = scored_by_log(other)
         clash = sorted(r["log"] for r in recs if r["log"] in theirs and not r.get("excluded"))
         if clash:
             raise SystemExit(f"{other} scores logs already scored in {a.folder}: {', '.join(clash)}")
@@ -55,9 +53,7 @@ def main() -> None:
         raise SystemExit(f"no scored log in {a.folder}")
     methods = list(scored[0]["methods"])
     for other in a.also:
-        theirs = {r["log"]: r for r in read(other) if not r.get("excluded")}
-        if not theirs:
-            raise SystemExit(f"no scored log in {other}")
+        theirs = scored_by_log(other)
         missing = sorted(r["log"] for r in scored if r["log"] not in theirs)
         if missing:
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -104,8 +100,27 @@ def main() -> None:
 
 
 def read(folder: Path) -> list[dict]:
-    """The per-log records of a ``bench whowhen --out`` folder."""
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "logs").glob("*.json"))]
+    """The per-log records of a ``bench whowhen --out`` folder; a file that is not one stops with
+    one line naming it."""
+    recs = []
+    for p in sorted((folder / "logs").glob("*.json")):
+        try:
+            r = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{p}: not a readable bench whowhen record ({e.__class__.__name__})") from None
+        if not isinstance(r, dict) or not isinstance(r.get("log"), str) or \
+                not (r.get("excluded") or isinstance(r.get("methods"), dict)):
+            raise SystemExit(f"{p}: not a bench whowhen record (no log id or methods)")
+        recs.append(r)
+    return recs
+
+
+def scored_by_log(folder: Path) -> dict[str, dict]:
+    """The scored (not excluded) records of a folder by log id; none stops with one line."""
+    theirs = {r["log"]: r for r in read(folder) if not r.get("excluded")}
+    if not theirs:
+        raise SystemExit(f"no scored log in {folder}")
+    return theirs
 
 
 if __name__ == "__main__":
