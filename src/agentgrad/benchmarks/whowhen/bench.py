@@ -107,7 +107,9 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
     scored; ``window``: its long calls keep the steps nearest them that fit, and it is scored (a
     call too long even with every step dropped is then excluded, or skipped). ``resume``: the
     records of ``out/logs/`` that cover ``methods`` are read back instead of run again (``setup``,
-    what produced the figures, must be the earlier run's: ``bench.json``).
+    what produced the figures, must be the earlier run's: ``bench.json``). With ``out``, the figures
+    (returned, and written to ``out/metrics.json``) cover every record in ``out/logs/`` that covers
+    ``methods``, so a run over some of the logs (``--logs 5-5 --resume``) keeps the folder's summary whole.
     Each method's record holds its scorer seconds (a judge's: the wall time of its requests)."""
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
@@ -174,6 +176,11 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
             files.write_json("logs", f"{tr.id}.json", data=rec)
         if on_log:
             on_log(rec)
+    if files:  # the folder's figures: this run's logs and every earlier record there that covers methods
+        ran = {r["log"] for r in records}
+        for p in sorted(files.path("logs").glob("*.json")) if files.path("logs").is_dir() else []:
+            if p.stem not in ran and (rec := _read_back(files, p.stem, methods)) is not None:
+                records.append(rec)
     metrics = summarize_whowhen(records, methods) | {"with_ground_truth": with_ground_truth,
                                                       "published": published(with_ground_truth)}
     if files:
