@@ -10,7 +10,8 @@
 ``--union`` adds another folder's scored logs, in place of the same logs excluded here (the
 windowed run of the logs too long for the first). ``--also`` adds the methods another folder
 scored on the same logs, so that methods run apart are compared on one sample. ``--seconds`` adds
-each method's own time per log.
+each method's own time per log. Judges get a column counting the logs where they named nothing: no
+parsable verdict even after the re-ask, or a log longer than the judge's context.
 
 The figures are the library's own summary of the records (``summarize_whowhen``: agent and step
 accuracy, ties at the top earning 1/ties, 95% Wilson intervals); beside them two baselines read from
@@ -77,6 +78,9 @@ def main() -> None:
           f"mean wall time per log, every method together: {took}\n")
     cols = ["method", "agent", "step", "step within 5", "pick's place in the log (median share)"]
     cols += ["s per log (method alone)"] if a.seconds else []
+    # a judge that gave no parsable verdict, or could not read the log, names nothing (counted as wrong)
+    judged = any(m["methods"][x]["unparsed"] or m["methods"][x]["unread"] for x in methods)
+    cols += ["no verdict: unparsable / unread"] if judged else []
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for meth in methods:
@@ -87,6 +91,7 @@ def main() -> None:
                                for k in ("agent", "step")]
         row += [f"{cell['step_within']['5']:.2f}", f"{statistics.median(places):.2f}" if places else "-"]
         row += [f"{cell['seconds']:.0f}"] if a.seconds else []
+        row += [f"{cell['unparsed']} / {cell['unread']}" if meth.startswith("judge") else ""] if judged else []
         print("| " + " | ".join(row) + " |")
     pad = " |" * (len(cols) - 3)
     print(f"| chance (uniform over the log's steps) | {m['chance']['agent']:.2f} | {m['chance']['step']:.2f} |{pad}")
