@@ -203,6 +203,10 @@ def test_whowhen_scores_only_the_logs_that_fit_counts_the_others_per_subset_and_
                      resume=True)
     assert (m1["logs"], m1["excluded"]) == (2, 1) and m1["groups"]["all"]["methods"]["last"]["agent"]["value"] == 0.5
     assert json.loads((W / "metrics.json").read_text())["logs"] == 2
+    (W / "logs" / "stray.json").write_text("[]")  # a file in logs/ that is no record is left out, never a crash
+    (W / "logs" / "other.json").write_bytes(b"\x00\xff")
+    assert run_whowhen([t for t in traces if t.id == hand], ["last"], scorer=sc, out=W, exclude_too_long=True,
+                       resume=True)["logs"] == 2
     with pytest.raises(ConfigError, match="different with_ground_truth"):
         run_whowhen(traces, ["last"], scorer=sc, out=W, with_ground_truth=False, exclude_too_long=True, resume=True)
     # without exclusion every log is scored and the long one counted as attributed as far as it fits

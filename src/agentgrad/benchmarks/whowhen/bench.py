@@ -89,6 +89,8 @@ def _read_back(files: RunFiles | None, log: str, methods: list[str]) -> dict[str
         rec = json.loads(files.path("logs", f"{log}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if not isinstance(rec, dict) or rec.get("log") != log or not isinstance(rec.get("subset"), str):
+        return None  # not a record of this log (a stray or edited file): run it again, or leave it out
     if rec.get("excluded"):
         return rec
     if not set(methods) <= set(rec.get("methods", {})):
