@@ -90,6 +90,38 @@ def test_metrics_by_hand_on_three_episodes():
     assert wilson(0, 0) == (0.0, 0.0)
 
 
+def test_the_carry_test_takes_the_value_or_its_key_on_the_same_line():
+    """Where the source's top token may lie for the source to carry the wrong text: inside it, or the
+    cue right before it (only spaces between, or on its line only spaces and punctuation)."""
+    from types import SimpleNamespace as NS
+
+    from agentgrad.blame.walk import _carried
+
+    text = 'lamp: eager valley\nmuseum: blue island\n{"shop": "red fox"}\nkey:\nred fox'
+    base = 100  # where the source's text starts in the rendered prompt
+
+    def top(word: str, wrong: str, nth: int = 0):
+        at = -1
+        for _ in range(nth + 1):
+            at = text.index(word, at + 1)
+        r = NS(offsets=[(base + at, base + at + len(word))], source_chars={1: [(base, base + len(text))]})
+        ctx = NS(render=lambda node: r, trace=NS(nodes={1: NS(text=text)}))
+        return _carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, wrong)
+
+    blue = (text.index("blue island"), text.index("blue island") + len("blue island"))
+    assert top("blue", "blue island") == blue  # inside the value
+    assert top(" island", "blue island") == blue
+    assert top(":", "blue island", 1) == blue  # the token right before it, spaces between
+    assert top("museum", "blue island") == blue  # its key: ": " between (SmolLM2 splits "museum:")
+    fox = text.index("red fox")
+    assert top("shop", "red fox") == (fox, fox + 7)  # a JSON key: '": "' between
+    assert top("valley", "blue island") is None  # the line before: a newline and the key between
+    assert top("lamp", "blue island") is None  # another key
+    assert top("eager", "eager valley") == (6, 18)  # "lamp: " is 6 characters
+    assert top("key", "red fox") is None  # ":\n" between: not on the same line
+    assert top("red", "red fox", 1) == (text.rindex("red fox"), len(text))  # the second occurrence
+
+
 @pytest.mark.parametrize("topology", ["chain", "manager", "fanin"])
 def test_stop_rule_finds_the_planted_source_where_earliest_does_not(topology, tiny_llama):
     from transformers import AutoTokenizer

@@ -16,8 +16,10 @@ Rules (what a walk from a loss blames):
 - ``maxw``: the node whose edge to its successor has the largest weight.
 - ``stop``: walk back only while the source carries the faulty content: the source's
   highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
-  span of the target's output). The first node whose chosen source does not carry it is blamed; a
-  tool or input that carries it is blamed itself. Without loss spans it falls back to ``path``.
+  span of the target's output), or is the cue right before one (only spaces between, or on the
+  same line only spaces and punctuation: the key of a ``key: value`` line). The first node whose
+  chosen source does not carry it is blamed; a tool or input that carries it is blamed itself.
+  Without loss spans it falls back to ``path``.
 - ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
   carry the faulty content*, and stops where none does: when the content reaches a call from
   several sources (a broadcast log), a heavier source that does not hold it does not end the walk.
@@ -101,9 +103,18 @@ def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], .
     return tuple(chars) or None
 
 
+def _cue_before(text: str, end: int, start: int) -> bool:
+    """Whether a token ending at ``end`` is the cue right before an occurrence starting at ``start``:
+    only spaces between, or, on the same line, only spaces and punctuation (the key of ``key: value``,
+    ``"key": "value"`` or ``key=value``)."""
+    gap = text[end:start]
+    return end <= start and (not gap.strip() or ("\n" not in gap and not any(c.isalnum() for c in gap)))
+
+
 def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | None:
     """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
-    in or right before (character range in that text), or None when it is neither for any occurrence."""
+    in or is the cue right before (:func:`_cue_before`; character range in that text), or None when
+    it is neither for any occurrence."""
     if not src.l1:
         return None
     r = ctx.render(node)
@@ -114,10 +125,11 @@ def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | Non
             lo, hi = max(ta, a) - a, min(tb, b) - a
             while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
                 lo += 1
-            # inside an occurrence, or the token right before it (only spaces between): the cue a
-            # copying model retrieves the content by (a key before its value), so its gradient peaks there
+            # inside an occurrence, or the cue right before it: a copying model retrieves the content
+            # by its key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits
+            # "museum:" into "museum" and ":", so the key is not the token next to the value)
             return next(((oa, ob) for oa, ob in _occurs(text, wrong)
-                         if (oa <= lo and hi <= ob) or (hi <= oa and not text[hi:oa].strip())), None)
+                         if (oa <= lo and hi <= ob) or _cue_before(text, hi, oa)), None)
     return None
 
 
