@@ -144,18 +144,19 @@ def test_whowhen_benchmark_hand_computed_on_a_fixture(tmp_path):
     from agentgrad.models.fake import FakeModel
 
     traces = import_whowhen(_fixture(tmp_path)).traces
-    answers = {"q1": "AGENT: C STEP: 3", "q2": "AGENT: A STEP: 1", "q3": "AGENT: B STEP: 2"}  # the labels
+    answers = {"q1": ("C", 3), "q2": ("A", 1), "q3": ("B", 2)}  # the labels
 
     def judge(messages, tools):
         prompt = messages[1]["content"]
         q = prompt.split("TASK:\n")[1].split("\n")[0]
+        agent, wanted = answers[q]
         if "Which agent" in prompt:
-            return answers[q]
-        wanted = int(answers[q].split("STEP: ")[1])
+            return json.dumps({"agent": agent, "step": wanted, "reason": ""})
         if "Is step" in prompt:
-            return "YES" if int(prompt.split("Is step ")[1].split(" ")[0]) == wanted else "NO"
+            said = "YES" if int(prompt.split("Is step ")[1].split(" ")[0]) == wanted else "NO"
+            return json.dumps({"answer": said, "reason": ""})
         mid = int(prompt.split("lower half (steps ")[1].split(" to ")[1].split(")")[0])
-        return "LOWER" if wanted <= mid else "UPPER"
+        return json.dumps({"half": "LOWER" if wanted <= mid else "UPPER", "reason": ""})
 
     m = run_whowhen(traces, ["last", "judge:all_at_once", "judge:step_by_step", "judge:binary_search", "judge:hybrid"],
                     judge=Judge(FakeModel(responder=judge)), out=tmp_path / "W")
@@ -226,9 +227,11 @@ def test_a_judge_that_cannot_keep_the_format_is_counted_never_a_crash(tmp_path):
 
     def judge(messages, tools):  # answers q1 in the format, rambles on the others
         prompt = messages[1]["content"]
-        return "AGENT: C STEP: 3" if prompt.split("TASK:\n")[1].startswith("q1") else "I am not sure, sorry."
+        if prompt.split("TASK:\n")[1].startswith("q1"):
+            return json.dumps({"agent": "C", "step": 3, "reason": ""})
+        return "I am not sure, sorry."
 
-    j = Judge(FakeModel(responder=judge))
+    j = Judge(FakeModel(responder=judge, structured=False))  # a backend that cannot constrain its replies
     m = run_whowhen(traces, ["last", "judge:all_at_once"], judge=j, out=tmp_path / "W")
     g = m["groups"]["all"]["methods"]
     assert g["judge:all_at_once"]["unparsed"] == 2 and g["last"]["unparsed"] == 0
@@ -236,7 +239,7 @@ def test_a_judge_that_cannot_keep_the_format_is_counted_never_a_crash(tmp_path):
     assert j.unparsed == 2 and j.requests == 1 + 2 * 2  # each bad reply asked once more
     logs = {json.loads(f.read_text())["log"]: json.loads(f.read_text()) for f in (tmp_path / "W" / "logs").glob("*.json")}
     assert sorted(r["methods"]["judge:all_at_once"]["unparsed"] for r in logs.values()) == [False, True, True]
-    bad = Judge(FakeModel(responder=lambda messages, tools: "no idea"))
+    bad = Judge(FakeModel(responder=lambda messages, tools: "no idea", structured=False))
     pm = run_benchmark(None, ["judge:all_at_once", "last"], ["chain"], ["wrong_value"], 2, judge=bad)
     assert pm["groups"]["all"]["judge:all_at_once"]["unparsed"] == 2
     assert pm["groups"]["all"]["judge:all_at_once"]["agent_top1"]["value"] == 0.0
@@ -279,11 +282,12 @@ def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
     for tr in traces:
         lab = tr.meta["labels"]
         steps = steps_of(tr, tr.calls()[-1].id)
-        answers[render_log(tr, steps)] = (lab["mistake_agent"], steps.index(lab["mistake_node"]) + 1)
+        names = {tr.nodes[n].name.lower(): tr.nodes[n].name for n in steps}  # labels differ in case ("Websurfer")
+        answers[render_log(tr, steps)] = (names[lab["mistake_agent"].lower()], steps.index(lab["mistake_node"]) + 1)
 
     def judge(messages, tools):
         agent, step = answers[messages[1]["content"].split("\n\nWHAT WENT WRONG: ")[0]]
-        return f"AGENT: {agent}\nSTEP: {step}"
+        return json.dumps({"agent": agent, "step": step, "reason": ""})
 
     m = run_whowhen(traces, ["judge:all_at_once", "random"], judge=Judge(FakeModel(responder=judge)))
     g = m["groups"]["all"]

@@ -45,12 +45,12 @@ def _free_port() -> int:
 class LlamaServer:
     """llama-cpp-python's server on a free loopback port, started and stopped by the test."""
 
-    def __init__(self, n_ctx: int = 2048, chat_format: str = "chatml"):
+    def __init__(self, n_ctx: int = 2048, chat_format: str = "chatml", n_threads: int = 2):
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1", "--port",
-             str(self.port), "--n_ctx", str(n_ctx), "--chat_format", chat_format, "--n_threads", "2"],
+             str(self.port), "--n_ctx", str(n_ctx), "--chat_format", chat_format, "--n_threads", str(n_threads)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 120
         while time.time() < deadline:

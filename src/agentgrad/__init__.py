@@ -23,13 +23,13 @@ from agentgrad.core.model import Generation, GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model, list_backends, register_backend
 from agentgrad.blame.backward import Trajectory, VerbalLoss
 from agentgrad.attribution.result import Attribution
-from agentgrad.api import attribute, blame, load_model, load_scorer, load_system, optimize
+from agentgrad.api import attribute, blame, load_model, load_scorer, load_system, optimize, verbal_loss
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Attribution", "Trajectory", "VerbalLoss", "attribute", "blame", "load_model", "load_scorer", "load_system",
-    "optimize", "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
+    "optimize", "verbal_loss", "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
     "GenerationSettings", "GraphError", "GraphSystem", "LanguageModel", "ModelError", "Node", "Output",
     "Prompt", "RegistryError", "RunError", "Span", "System", "Text", "Tool", "ToolCall", "Trace",
     "TraceError", "create_model", "current_trace", "list_backends", "register_backend",

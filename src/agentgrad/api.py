@@ -6,6 +6,9 @@
     episode = system.run({"record": "Name: Alice. City: Lyon. Pet: cat.", "question": "What is Alice's city?"})
     loss = ag.VerbalLoss.generic("Lyon", str(episode.output), "the answer must name the city", [episode.output.node])
     ranking = ag.blame(episode.trace, loss, scorer=model)  # [Blame(agent, node, score)], best first
+
+A trace from elsewhere (an imported log: ``agentgrad.importers.import_file``, or ``ag.Trace.load``)
+gets its loss from words: ``ag.verbal_loss(trace, "the answer names the wrong city", wrong="Lyon")``.
 """
 
 from __future__ import annotations
@@ -64,6 +67,43 @@ def attribute(trace: Trace, scorer: Any) -> Attribution:
     sc = load_scorer(scorer)
     nodes, graph = sc.attribute(trace)
     return Attribution(trace, nodes, graph, sc.describe())
+
+
+def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str | int | None = None) -> VerbalLoss:
+    """A verbal loss for a recorded trace, from words: attached to ``target`` (a node id, or an agent
+    name: its last call; default the trace's last call, the final answer), and, with ``wrong``, the
+    places of that text in the target's output as the loss's spans (what the loss-targeted objective
+    differentiates and the string-provenance method follows back)."""
+    calls = trace.calls()
+    if not calls:
+        raise ConfigError("the trace has no call node to attach a loss to")
+    if not str(text).strip():
+        raise ConfigError("the loss is empty: say in words what went wrong")
+    if target is None:
+        node = calls[-1]
+    elif isinstance(target, int) or str(target).isdigit():
+        t = int(target)
+        if not 0 <= t < len(trace.nodes) or trace.nodes[t].kind != "call":
+            raise ConfigError(f"target {t} is not a call node of the trace (its calls: "
+                              f"{', '.join(f'{c.id} {c.name}' for c in calls)[:300]})")
+        node = trace.nodes[t]
+    else:
+        mine = trace.calls(str(target))
+        if not mine:
+            raise ConfigError(f"no agent {target!r} in the trace; its agents: {', '.join(dict.fromkeys(c.name for c in calls))}")
+        node = mine[-1]
+    spans: dict[int, list[tuple[int, int]]] = {}
+    if wrong:
+        found, at = [], node.text.find(wrong)
+        while at >= 0:
+            found.append((at, at + len(wrong)))
+            at = node.text.find(wrong, at + len(wrong))
+        if not found:
+            raise ConfigError(f"the wrong text {wrong!r} is not in the output of node {node.id} ({node.name}): "
+                              f"{node.text[:200]!r}")
+        spans[node.id] = found
+    return VerbalLoss(str(text), [node.id], "generic", {"produced": node.text, **({"wrong": wrong} if wrong else {})},
+                      spans)
 
 
 def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: Any = None, judge: Any = None,

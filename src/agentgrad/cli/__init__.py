@@ -20,6 +20,7 @@ import typer
 from rich.markup import escape
 
 from agentgrad.cli import blame as _blame  # noqa: F401  (registers bench blame)
+from agentgrad.cli import blame_trace as _blame_trace  # noqa: F401  (registers blame)
 from agentgrad.cli import core as _core  # noqa: F401  (registers run, attribute, optimize, demo, ...)
 from agentgrad.cli import importing as _importing  # noqa: F401  (registers import)
 from agentgrad.cli import report as _report  # noqa: F401  (registers report)

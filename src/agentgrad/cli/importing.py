@@ -1,4 +1,4 @@
-"""``import``: logs not written with agentgrad, as traces (chat JSONL, Who&When)."""
+"""``import``: logs not written with agentgrad, as traces (chat JSONL, OTLP spans, Who&When)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from agentgrad.cli._common import app, console, err_console
 
 @app.command("import")
 def import_command(
-    fmt: str = typer.Argument(..., metavar="FORMAT", help="chat (JSONL, one conversation per line) or whowhen."),
+    fmt: str = typer.Argument(..., metavar="FORMAT", help="chat (JSONL, one conversation per line), otel (OTLP JSON "
+                                                           "spans: OpenInference or OTel GenAI, detected), openinference "
+                                                           "(OTLP JSON, OpenInference spans only) or whowhen."),
     src: Optional[Path] = typer.Argument(None, help="The file to read (whowhen: default the data directory's "
                                                     "who_and_when.tar.gz)."),
     out: Path = typer.Option(..., "--out", help="Run directory for traces/ and import.json (new or empty)."),
@@ -29,10 +31,12 @@ def import_command(
     check_new_output(out, overwrite, "dir", protect=[src] if src else None)
     with console.status(f"importing {fmt}"):
         result = import_logs(fmt, src, subset)
+    if not result.traces:  # one line: the first reason, and how many more
+        first = result.broken[0] if result.broken else "no record in it"
+        more = f" (and {len(result.broken) - 1} more broken record(s))" if len(result.broken) > 1 else ""
+        raise ConfigError(f"nothing imported from {src or fmt}: {first}{more}")
     for line in result.broken:
         err_console.print(f"not imported: {line}", markup=False, highlight=False)
-    if not result.traces:
-        raise ConfigError(f"nothing imported from {src or fmt}: {len(result.broken)} broken record(s)")
     files, names = RunFiles(out), NameRegistry()
     written = []
     for tr in result.traces:

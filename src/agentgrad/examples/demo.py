@@ -26,7 +26,10 @@ def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume:
     """Run the demo into ``out`` (``resume``: continue it) and return its summary (also printed)."""
     from agentgrad.optim.run import run_optimize
 
+    from agentgrad.runs.rundir import check_run_dir
+
     console = console or Console()
+    check_run_dir(out, resume)  # a bad --out is one line, before the banner
     example = PIPELINE if tiny else LOOKUP
     overrides = [f"default={model}"] if model else (["default=tiny"] if tiny else [])
     if tiny:
@@ -81,7 +84,8 @@ def summarize(out: Path) -> dict[str, Any]:
         break
     return {"val_before": started.get("val_score"), "val_after": final.get("val_score"), "changed": changed,
             "edits": edits, "rejected": rejected, "failing": failing, "steps": final["steps"],
-            "accepted": final["accepted"]}
+            "accepted": final["accepted"], "test_before": final.get("test_before"),
+            "test_after": final.get("test_after"), "test_size": final.get("test_size")}
 
 
 def show(s: dict[str, Any], console: Console) -> None:
@@ -109,5 +113,8 @@ def show(s: dict[str, Any], console: Console) -> None:
         console.print("\nno prompt changed: no step passed the validation gate", highlight=False)
     vb, va = s["val_before"], s["val_after"]
     if vb is not None and va is not None:
-        console.print(f"\nvalidation (held-out questions): {vb:.2f} -> {va:.2f}; {s['steps']} steps, "
-                      f"{s['accepted']} kept; {s.get('seconds', 0):.0f} s", highlight=False)
+        console.print(f"\nvalidation (the gate's questions, which chose the prompts): {vb:.2f} -> {va:.2f}; "
+                      f"{s['steps']} steps, {s['accepted']} kept; {s.get('seconds', 0):.0f} s", highlight=False)
+    if s.get("test_before") is not None and s.get("test_after") is not None:  # what to report: unseen questions
+        console.print(f"test ({s['test_size']} held-out questions no step and no gate read): {s['test_before']:.2f} "
+                      f"-> {s['test_after']:.2f}", highlight=False)

@@ -15,8 +15,10 @@ Formats:
   messages are its agent's system prompt (a ``system`` message with that ``name``, else one
   without a name) and every earlier non-system message, each a span on the node that produced it.
 - ``otel``: OpenTelemetry spans exported as OTLP JSON (a file holding one export request, or one
-  per line as the collector's file exporter writes them), with the GenAI semantic conventions; the
-  mapping is in :func:`otel_traces` and the README.
+  per line as the SDK's and the collector's file exporters write them), read by OpenInference when
+  any span carries ``openinference.span.kind``, else by the GenAI semantic conventions
+  (:mod:`agentgrad.importers.spans`; mappings in :mod:`~agentgrad.importers.openinference` and
+  :mod:`~agentgrad.importers.otel`); ``openinference``: the same file, OpenInference spans only.
 - ``whowhen``: the Who&When failure-attribution logs (Zhang et al., ICML 2025), read from the
   archive ``who_and_when.tar.gz`` without unpacking it. Node 0 is the question (an input); history
   step ``i`` is node ``i + 1``: a call of its agent (``name``, else the role without a parenthesis:
@@ -34,24 +36,38 @@ from pathlib import Path
 from agentgrad.errors import ConfigError
 from agentgrad.importers.base import FORMATS, WHOWHEN_SUBSETS, ImportResult
 from agentgrad.importers.chat import chat_trace, import_chat
-from agentgrad.importers.otel import import_otel, otel_traces
+from agentgrad.importers.openinference import openinference_trace
+from agentgrad.importers.otel import otel_trace
+from agentgrad.importers.spans import import_file, import_spans
 from agentgrad.importers.whowhen import import_whowhen, whowhen_archive, whowhen_trace
 
 __all__ = [
-    "FORMATS", "WHOWHEN_SUBSETS", "ImportResult", "chat_trace", "import_chat", "import_logs", "import_otel",
-    "import_whowhen", "otel_traces", "whowhen_archive", "whowhen_trace",
+    "FORMATS", "WHOWHEN_SUBSETS", "ImportResult", "chat_trace", "import_chat", "import_file", "import_logs",
+    "import_openinference", "import_otel", "import_spans", "import_whowhen", "openinference_trace", "otel_trace",
+    "whowhen_archive", "whowhen_trace",
 ]
 
 
+def import_otel(path: str | Path) -> ImportResult:
+    """The traces of an OTLP JSON file, OpenInference or OTel GenAI (detected)."""
+    return import_spans(path, "auto")
+
+
+def import_openinference(path: str | Path) -> ImportResult:
+    """The traces of an OTLP JSON file of OpenInference spans."""
+    return import_spans(path, "openinference")
+
+
 def import_logs(fmt: str, src: str | Path | None, subset: str = "all") -> ImportResult:
+    """Format ``fmt`` (one of :data:`FORMATS`) read from ``src``: the traces and the records not imported."""
     if fmt == "chat":
         if src is None:
             raise ConfigError("import chat needs a JSONL file")
         return import_chat(src)
     if fmt == "whowhen":
         return import_whowhen(src, subset)
-    if fmt == "otel":
+    if fmt in ("otel", "openinference"):
         if src is None:
-            raise ConfigError("import otel needs an OTLP JSON file")
-        return import_otel(src)
+            raise ConfigError(f"import {fmt} needs an OTLP JSON file")
+        return import_spans(src, "auto" if fmt == "otel" else "openinference")
     raise ConfigError(f"unknown log format {fmt!r}; valid: {', '.join(FORMATS)}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from agentgrad.core.trace import Trace
 
-FORMATS = ("chat", "otel", "whowhen")
+FORMATS = ("chat", "otel", "openinference", "whowhen")
 WHOWHEN_SUBSETS = {"hand": "Hand-Crafted", "algorithm": "Algorithm-Generated"}
 
 

@@ -6,12 +6,15 @@ default ``gbc:max_l1:targeted:carry``): the agents tied at the top of its rankin
 the paths it walked are the trajectories the optimizer reads. Every ``step_every``
 samples: the optimizer rewrites the blamed agents' prompts; an optional validation gate keeps
 them only if the validation score does not drop by more than a tolerance; then a checkpoint is
-written atomically. A run killed at any point resumes from its last checkpoint and, with
+written atomically. With ``trainer.test``, the starting and the final prompts are scored after the
+loop on a held-out test split that no step reads (the figure to report: the gate's own validation
+questions chose the prompts). A run killed at any point resumes from its last checkpoint and, with
 deterministic backends, ends exactly as an uninterrupted run would.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from dataclasses import dataclass, field
@@ -24,9 +27,9 @@ from agentgrad.blame.methods import DEFAULT_METHOD, edge_rule
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
-from agentgrad.core.files import write_json_atomic
+from agentgrad.core.files import safe_name, write_json_atomic
 from agentgrad.core.trace import Trace
-from agentgrad.errors import AgentgradError, ConfigError, ModelError, TraceError
+from agentgrad.errors import AgentgradError, ConfigError, ModelError, ServerUnreachableError, TraceError
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, TargetSource, render_feedback
 from agentgrad.optim.tasks import Task
@@ -59,6 +62,18 @@ class Collected:
     pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
     # agent -> per call on the failure paths, (start, end, L1) of its prompt's tokens (prompt_weights)
     prompt_scores: dict[str, list[list[tuple[int, int, float]]]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sample": self.sample, "trajectories": [t.to_dict() for t in self.trajectories],
+                "loss": self.loss.to_dict(), "rendered": self.rendered, "excerpts": self.excerpts,
+                "agents": self.agents, "blamed": self.blamed, "pairs": self.pairs, "prompt_scores": self.prompt_scores}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Collected":
+        return cls(d["sample"], [Trajectory(t["nodes"], t["agents"], VerbalLoss.from_dict(t["loss"]))
+                                 for t in d["trajectories"]], VerbalLoss.from_dict(d["loss"]), d["rendered"],
+                   d["excerpts"], d["agents"], d["blamed"], {a: [tuple(p) for p in ps] for a, ps in d["pairs"].items()},
+                   {a: [[tuple(x) for x in c] for c in cs] for a, cs in d["prompt_scores"].items()})
 
 
 def prompt_scores(results: list[Any], trajectories: list[Trajectory]) -> dict[str, list[list[tuple[int, int, float]]]]:
@@ -107,6 +122,7 @@ class Trainer:
         random.Random(cfg.seed).shuffle(order)  # the sample order depends on the seed only
         self.train = [train[i] for i in order[: cfg.samples]]
         self.val = task.examples("val")[: cfg.validation.size] if cfg.validation else []
+        self.test = task.examples("test")[: cfg.test.size or None] if cfg.test else []  # a missing split fails here
         seen: dict[str, int] = {}
         for i, ex in enumerate(train):  # two samples with one id would share their files
             sid = str(ex.get("id", "")) if isinstance(ex, dict) else ""
@@ -147,6 +163,8 @@ class Trainer:
         sid = str(example["id"])
         try:
             ep = self.system.run(example, id=sid)
+        except ServerUnreachableError:  # a model server that is not there stops the run (checkpoint kept)
+            raise
         except AgentgradError as e:  # a user-level failure of one episode is logged, not fatal
             return 0.0, None, ("sample_failed", {"sample": sid, "error": str(e)})
         score = self.task.metric(example, ep.output, ep.trace)
@@ -222,10 +240,45 @@ class Trainer:
         """The samples of one step, concurrently; seeds drawn and events logged in sample order, so
         the run is the sequential one whatever the concurrency."""
         seeds = [self.rng.randrange(2**31) for _ in examples]  # drawn for every sample: the sequence never shifts
-        results = self._map(lambda job: self._sample(*job), list(zip(examples, seeds)))
-        for _, _, event in results:
+        results = self._map(lambda job: self._kept_sample(*job), list(zip(examples, seeds)))
+        for ex, (value, collected, event) in zip(examples, results):
+            d = self._read_pending(ex)
+            if d is not None and d.get("logged"):
+                continue  # logged before the stop
             self.log(event[0], **event[1])
+            if d is not None:
+                write_json_atomic(self._pending(ex), {**d, "logged": True})
         return [(value, collected) for value, collected, _ in results]
+
+    # a sample finished before a stop (Ctrl-C during the step's other samples, its optimizer or its
+    # validation) is kept in pending/ until the step's checkpoint, and a resumed run reads it back
+    # instead of running it again (the seeds are drawn again in the same order from the checkpoint)
+    def _pending(self, example: dict[str, Any]) -> Any:
+        return self.run_dir.path / "pending" / (safe_name(str(example["id"])) + ".json")
+
+    def _read_pending(self, example: dict[str, Any]) -> dict[str, Any] | None:
+        path = self._pending(example)
+        try:
+            d = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, ValueError):
+            return None  # unreadable: the sample runs again
+        return d if isinstance(d, dict) else None
+
+    def _kept_sample(self, example: dict[str, Any], seed: int) -> tuple[float, Collected | None, tuple]:
+        d = self._read_pending(example)
+        if d is not None and d.get("seed") == seed:
+            try:
+                return d["value"], Collected.from_dict(d["collected"]) if d["collected"] else None, tuple(d["event"])
+            except (KeyError, TypeError, ValueError):
+                pass
+        value, collected, event = self._sample(example, seed)
+        write_json_atomic(self._pending(example), {"seed": seed, "value": value, "logged": False, "event": list(event),
+                                                   "collected": collected.to_dict() if collected else None})
+        return value, collected, event
+
+    def _drop_pending(self, examples: list[dict[str, Any]]) -> None:
+        for ex in examples:
+            self._pending(ex).unlink(missing_ok=True)
 
     def evaluate(self, examples: list[dict[str, Any]]) -> float:
         """Mean metric of the current prompts over ``examples`` (no attribution), concurrently."""
@@ -236,6 +289,8 @@ class Trainer:
             try:
                 ep = self.system.run(ex, id=str(ex["id"]))
                 return self.task.metric(ex, ep.output, ep.trace).value
+            except ServerUnreachableError:
+                raise
             except AgentgradError:
                 return 0.0
 
@@ -273,7 +328,7 @@ class Trainer:
         res = self.optimizer.step(inp)
         if res.skipped or not res.prompts:
             self.log("step", **summary, accepted=None, updated=[], update_frequency=0.0, skipped=res.skipped,
-                     errors=res.errors)
+                     errors=res.errors, unconstrained=res.unconstrained)
             history.append({"step": step, "agents": [], "before": val_score, "after": val_score, "accepted": False})
             return None, val_score
         old = {n: p.text for n, p in prompts.items()}
@@ -287,7 +342,7 @@ class Trainer:
         updated = sorted(res.prompts) if accepted else []
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
                  update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,
-                 attempts=res.attempts, errors=res.errors, notes=res.notes)
+                 attempts=res.attempts, errors=res.errors, notes=res.notes, unconstrained=res.unconstrained)
         history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
                         "accepted": accepted, "notes": res.notes})
         if accepted:
@@ -324,6 +379,7 @@ class Trainer:
             rejected += verdict is False
             i += len(batch_examples)
             write_checkpoint(self.run_dir.path, self._state(i, step, val_score, history, scores, accepted, rejected))
+            self._drop_pending(batch_examples)
         final = {
             "prompts": {n: p.text for n, p in get_prompts(self.system).items()},
             "train_scores": scores,
@@ -333,7 +389,19 @@ class Trainer:
             "accepted": accepted,
             "rejected": rejected,
         }
+        if self.cfg.test:
+            final.update(self.test_scores(final["prompts"]))
         write_json_atomic(self.run_dir.path / "final.json", final)
         self.log("train_finished", steps=step, accepted=accepted, rejected=rejected,
-                 train_score=final["train_score"], val_score=val_score)
+                 train_score=final["train_score"], val_score=val_score,
+                 **{k: final[k] for k in ("test_before", "test_after", "test_size") if k in final})
         return final
+
+    def test_scores(self, prompts: dict[str, str]) -> dict[str, Any]:
+        """The held-out test split (``trainer.test``), read by nothing that chose a prompt: the
+        starting prompts' score and the final prompts' score on it."""
+        start = json.loads((self.run_dir.path / "prompts" / "step-0000.json").read_text(encoding="utf-8"))
+        set_prompts(self.system, start)
+        before = self.evaluate(self.test)
+        set_prompts(self.system, prompts)
+        return {"test_before": before, "test_after": self.evaluate(self.test), "test_size": len(self.test)}

@@ -12,6 +12,8 @@ Every kind of run directory the project writes is recognised by the files it hol
 - the prompt-bug ablation (``bench ablation``): ``summary.json``, ``cases.jsonl``, ``results.jsonl``;
 - a plain ``run`` (``traces/``), with the attribution written by ``attribute`` beside it
   (``RUN_DIR/attribution/``) or given with ``--attribution``;
+- an import (``import``: ``import.json`` beside ``traces/``) and a blame of an exported trace
+  (``blame``: ``blame.json``, one row per method, with ``traces/`` and ``attribution/``);
 - a single trace file, with ``--attribution FILE``.
 
 Nothing here writes; files that cannot be read are reported in ``warnings``, never fatal unless
@@ -103,6 +105,10 @@ def _part(path: Path, label: str, attribution: Path | None, warnings: list[str])
         kind = "taubench"
     elif (path / "checkpoint.json").exists() or (path / "prompts").is_dir() or any(e.get("event") == "step" for e in events):
         kind = "optimisation"
+    elif (path / "blame.json").exists():
+        kind, metrics = "blamed", _blamed_summary(_read_json(path / "blame.json", warnings))
+    elif (path / "import.json").exists():
+        kind, metrics = "imported", _imported_summary(_read_json(path / "import.json", warnings))
     else:
         kind = "run"
     att_dir = attribution if attribution is not None else path / "attribution"
@@ -140,10 +146,38 @@ def _part(path: Path, label: str, attribution: Path | None, warnings: list[str])
                 prompts.append({"step": step, "prompts": {str(k): str(v) for k, v in p.items()}})
     final = _read_json(path / "final.json", warnings) if (path / "final.json").exists() else None
     start = next((e for e in events if e.get("event") == "train_started"), None)
+    if kind == "blamed" and isinstance(metrics, dict):
+        rows = metrics.pop("rows", [])
+        for ep in episodes.values():
+            ep["verdict"] = {"blamed": ", ".join(f"{r.get('agent')} ({r.get('method')})" for r in rows) or None}
+            ep["failed"] = True  # a blamed trace is a failure by the user's word
+        metrics["blame"] = rows
     return {"label": label, "path": path, "kind": kind, "config": _config(path, warnings), "metrics": metrics,
             "final": final, "steps": steps, "samples": samples, "prompts": prompts,
             "val_start": start.get("val_score") if start else None,
             "episodes": list(episodes.values())}
+
+
+def _imported_summary(rec: Any) -> dict[str, Any] | None:
+    """The Summary of an import: where the traces came from and what was not imported."""
+    if not isinstance(rec, dict):
+        return None
+    broken = rec.get("broken") or []
+    return {"imported from": rec.get("source"), "format": rec.get("format"), "traces": len(rec.get("traces") or []),
+            "records not imported": len(broken), **({"first not imported": broken[0]} if broken else {})}
+
+
+def _blamed_summary(rec: Any) -> dict[str, Any] | None:
+    """The Summary of ``agentgrad blame``: the file, the loss, the scorer, and one row per method."""
+    if not isinstance(rec, dict):
+        return None
+    loss = rec.get("loss") if isinstance(rec.get("loss"), dict) else {}
+    scorer = rec.get("scorer") if isinstance(rec.get("scorer"), dict) else {}
+    rows = [r for r in rec.get("rows") or [] if isinstance(r, dict)]
+    return {"trace file": rec.get("source"), "trace": rec.get("trace"), "loss": loss.get("text"),
+            "loss on node": ", ".join(f"n{t}" for t in loss.get("targets") or []),
+            "wrong text": (loss.get("details") or {}).get("wrong"), "scorer": scorer.get("path") or "none",
+            "seconds": rec.get("seconds"), "rows": rows}
 
 
 def _failed(kind: str, rec: dict[str, Any]) -> bool:

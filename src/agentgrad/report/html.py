@@ -221,7 +221,29 @@ def _metrics_shown(part: dict[str, Any]) -> Any:
     m = part.get("metrics")
     if part["kind"] in ("blame", "whowhen") and isinstance(m, dict):
         return {k: v for k, v in m.items() if k not in ("groups", "methods", "published")}
+    if part["kind"] == "blamed" and isinstance(m, dict):
+        return {k: v for k, v in m.items() if k != "blame" and v is not None}
     return m
+
+
+def _blamed_table(part: dict[str, Any]) -> dict[str, Any] | None:
+    """``agentgrad blame``'s verdict: one row per method."""
+    if part["kind"] != "blamed" or not isinstance(part.get("metrics"), dict):
+        return None
+    rows = part["metrics"].get("blame") or []
+    return {"columns": ["method", "blamed", "node", "score", "prompts to repair", "next"],
+            "rows": [[r.get("method"), r.get("agent"), f"n{r['node']} {r.get('kind')}" if r.get("node") is not None
+                      else None, r.get("score"), ", ".join(r.get("repair") or []) or None, r.get("next")]
+                     for r in rows]}
+
+
+def _trace_summary(trace: Trace) -> dict[str, Any]:
+    """What an episode without a verdict (an imported trace) is made of, for its row."""
+    calls = trace.calls()
+    return {"calls": len(calls), "agents": ", ".join(dict.fromkeys(c.name for c in calls)) or None,
+            "tools": sum(n.kind == "tool" for n in trace.nodes) or None,
+            "inputs": sum(n.kind == "input" for n in trace.nodes) or None,
+            "imported": trace.meta.get("imported")}
 
 
 def _summary(e: dict[str, Any]) -> str:
@@ -229,8 +251,9 @@ def _summary(e: dict[str, Any]) -> str:
         right = sum(1 for p in e["picks"].values() if p["right"] >= 1)
         return (f"{e.get('topology') or ''} {e.get('fault') or ''}: {right}/{len(e['picks'])} methods name "
                 f"{e['truth'].get('agent')}").strip()
-    v = e.get("verdict") or {}
-    bits = [f"{k} {fmt(x)}" for k, x in v.items() if k not in ("dialogue", "task", "sample", "domains") and x is not None]
+    v = {**(e.get("made_of") or {}), **(e.get("verdict") or {})}
+    bits = [f"{k} {fmt(x)}" for k, x in v.items()
+            if k not in ("dialogue", "task", "sample", "domains") and x not in (None, "", [], {})]
     return ("failed: " if e.get("failed") else "") + ", ".join(bits)[:200]
 
 
@@ -275,6 +298,7 @@ def _load_episode(e: dict[str, Any], warnings: list[str]) -> dict[str, Any] | No
     labels = {str(n["id"]): n["label"] for n in view["nodes"]}
     nodes, strings = view.pop("data")
     return {**e, "id": e.get("id") or trace.id or e["file"], "view": view, "attributed": att is not None,
+            "made_of": _trace_summary(trace) if not e.get("verdict") or "blamed" in e["verdict"] else None,
             "payload": {"nodes": nodes, "strings": strings, "labels": labels}}
 
 
@@ -307,14 +331,16 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
     parts = []
     history: dict[str, list[dict[str, Any]]] = {}
     for p in data["parts"]:
-        parts.append({**p, "metrics": _metrics_shown(p), "chart": _chart(p), "blame_table": _blame_table(p), "ablation": _ablation(p),
+        parts.append({**p, "metrics": _metrics_shown(p), "chart": _chart(p), "blame_table": _blame_table(p),
+                      "blamed_table": _blamed_table(p), "ablation": _ablation(p),
                       "final_summary": _final_summary(p["final"]) if isinstance(p.get("final"), dict) else None})
         if p["prompts"]:
             history.update(_prompt_history(p))
     n_episodes = sum(len(p["episodes"]) for p in data["parts"])
     script = _static("static/report.js")
     kinds = {"optimisation": "optimisation run", "multiwoz": "MultiWOZ evaluation", "taubench": "tau-bench evaluation",
-             "run": "run", "trace": "one trace", "blame": "planted-fault blame benchmark",
+             "run": "run", "trace": "one trace", "imported": "imported logs",
+             "blamed": "blame of an exported trace (agentgrad blame)", "blame": "planted-fault blame benchmark",
              "whowhen": "Who&When blame benchmark", "ablation": "prompt-bug ablation (does better blame give better prompts?)", "optimisation+multiwoz": "MultiWOZ optimisation (train and eval)",
              "optimisation+taubench": "tau-bench optimisation (train and eval)"}
     html = _environment().from_string(_static("templates/report.html.j2")).render(

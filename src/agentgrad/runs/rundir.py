@@ -133,7 +133,10 @@ def kept_summary(path: str | os.PathLike) -> str:
     for ckpt in (p / "checkpoint.json", p / "train" / "checkpoint.json"):  # an optimisation, or a benchmark's
         try:
             state = json.loads(ckpt.read_text(encoding="utf-8"))
-            return f"{p} keeps the checkpoint after step {state['step']} ({state['next_sample']} samples done)"
+            pending = sum(1 for _ in (ckpt.parent / "pending").glob("*.json"))  # samples of the unfinished step
+            more = (f" and {pending} finished sample(s) of the next step, which --resume does not run again"
+                    if pending else "")
+            return f"{p} keeps the checkpoint after step {state['step']} ({state['next_sample']} samples done){more}"
         except (OSError, ValueError, KeyError, TypeError):
             continue
     # a benchmark writes one record per episode (episodes/) beside its trace (traces/): count each once

@@ -1,0 +1,74 @@
+"""``blame``: an exported trace file (OpenInference / OTel GenAI spans, chat JSONL, an agentgrad trace) ->
+a ranked blame per method and a report (``agentgrad.importers.blame``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from agentgrad.blame.methods import DEFAULT_METHOD
+from agentgrad.cli._common import app, console
+
+
+@app.command("blame")
+def blame_command(
+    trace: Path = typer.Argument(..., help="The exported trace: OTLP JSON (OpenInference or OTel GenAI spans; one "
+                                           "request or one per line), chat JSONL, or an agentgrad trace."),
+    loss: str = typer.Option(..., "--loss", help="What went wrong, in words (the verbal loss)."),
+    wrong: Optional[str] = typer.Option(None, "--wrong", help="The wrong text of the final answer (found there: the "
+                                                              "loss's span, which targeted methods follow)."),
+    target: Optional[str] = typer.Option(None, "--target", help="The call the loss attaches to: a node id or an "
+                                                                "agent (its last call); default the last call."),
+    trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
+    method: list[str] = typer.Option([], "--method", help=f"Blame method(s), repeatable or comma-separated: any name "
+                                     f"of bench blame --methods (default {DEFAULT_METHOD}; provenance needs no model)."),
+    scorer: str = typer.Option("smollm2", "--scorer", help="White-box scorer for the gradient methods: smollm2, a "
+                                                           "folder or hub id, gguf:FILE (a surrogate of the app's model)."),
+    judge: str = typer.Option("", "--judge", help="A model for the judge methods (openai:MODEL@URL, smollm2, ...)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
+    top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
+    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
+    out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
+                                                               "and report.html (new or empty)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+) -> None:
+    """Blame an exported trace of your own app: which agent caused the failure, ranked, with a report."""
+    from agentgrad.blame.judge import Judge, make_judge
+    from agentgrad.blame.methods import select_methods
+    from agentgrad.core.files import check_new_output
+    from agentgrad.importers.blame import blame_file, write_blame
+    from agentgrad.report.html import write_report
+
+    names = select_methods(",".join(method) or DEFAULT_METHOD, judge=bool(judge))
+    check_new_output(out, overwrite, "dir", protect=[trace])
+    jm = Judge(make_judge(judge)) if judge else None
+    sc = None
+    if scorer:
+        from agentgrad.api import load_scorer
+        from agentgrad.blame.methods import needs_scorer
+
+        if any(needs_scorer(n) for n in names):
+            with console.status(f"loading scorer {scorer}"):
+                sc = load_scorer(scorer, device=device, dtype=dtype)
+    with console.status("blaming") as status:
+        tb = blame_file(trace, loss, wrong=wrong, target=target, trace_id=trace_id, methods=names, scorer=sc,
+                        seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"))
+    written = write_blame(tb, out, top_k, seed)
+    node = tb.trace.nodes[tb.loss.targets[0]]
+    console.print(f"trace {tb.trace.id}: {len(tb.trace.calls())} calls of {len({c.name for c in tb.trace.calls()})} "
+                  f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
+                  f"({node.name})", highlight=False, markup=False)
+    table = Table(title="blame (best first)")
+    for col in ("method", "blamed", "node", "score", "prompts to repair", "next"):
+        table.add_column(col)
+    for r in tb.rows():
+        table.add_row(r["method"], str(r["agent"] or "-"), f"n{r['node']} {r['kind']}" if r["node"] is not None else "-",
+                      f"{r['score']:.4g}" if r["score"] is not None else "-", ", ".join(r["repair"]) or "-",
+                      r["next"] or "-")
+    console.print(table)
+    res = write_report(out)
+    console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)
