@@ -1,19 +1,34 @@
-"""Print the README's blame-quality tables (markdown) from a ``bench blame`` metrics.json.
+"""Print the README's blame tables (markdown) from a ``bench blame`` metrics.json.
 
-    python benchmarks/blame_table.py runs/blame/metrics.json [--save benchmarks/blame-results-cpu-2core.json]
+    python benchmarks/blame_table.py runs/blame/metrics.json [--methods a,b] [--save small.json]
 
-Figures are agent-level top-1 (ties at the top earn 1/ties); the 95% Wilson interval is given for
-the overall figure. ``--save`` keeps a small copy (agent top-1 per group, token precision, cost).
+Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
+table, a row per method, a column per topology, each cell the figure and its paired difference with
+``provenance`` (the string walk, no model) on the same episodes with the sign test's p; then the
+family over every topology with its 95% Wilson interval, the paired difference with its bootstrap
+interval, and the best model-free method of those episodes. Token-level hit@1 (targeted objective)
+per family where the loss has a span. ``--save`` keeps a small copy (agent top-1 and the paired
+figures per group, token precision, cost).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
-FAULTS = ("wrong_value", "omitted", "tool")
+
+
+def _p(p: float) -> str:
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.0e}"
+
+
+def cell(fig: dict) -> str:
+    v = fig["agent_top1"]["value"]
+    d = fig.get("vs_provenance")
+    return f"{v:.2f}" if d is None else f"{v:.2f} ({d['diff']:+.2f}, p {_p(d['p'])})"
 
 
 def main() -> None:
@@ -22,31 +37,48 @@ def main() -> None:
     ap.add_argument("--save", type=Path)
     ap.add_argument("--methods", default="", help="comma list (default: every method)")
     a = ap.parse_args()
-    m = json.loads(a.metrics.read_text())
-    g = m["groups"]
+    try:
+        m = json.loads(a.metrics.read_text())
+        g = m["groups"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"blame_table: {a.metrics} is not a bench blame metrics.json ({e})")
     methods = [x for x in a.methods.split(",") if x] or m["methods"]
-    n_cell = g[f"topology={TOPOLOGIES[0]},fault={FAULTS[0]}"][methods[0]]["n"]
-    print(f"Wrong-value faults by topology, and every fault kind ({n_cell} episodes per cell; chance "
-          f"{m['chance_agent_top1']:.2f}):\n")
-    head = ["method", "all (95% CI)"] + [f"{t} wrong" for t in TOPOLOGIES] + list(FAULTS) + ["node", "top-3", "passes/ep"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for meth in methods:
-        al = g["all"][meth]
-        row = [f"`{meth}`", f"{al['agent_top1']['value']:.2f} [{al['agent_top1']['ci95'][0]:.2f}, "
-                            f"{al['agent_top1']['ci95'][1]:.2f}]"]
-        row += [f"{g[f'topology={t},fault=wrong_value'][meth]['agent_top1']['value']:.2f}" for t in TOPOLOGIES]
-        row += [f"{g[f'fault={f}'][meth]['agent_top1']['value']:.2f}" for f in FAULTS]
-        row += [f"{al['node_top1']['value']:.2f}", f"{al['agent_top3']['value']:.2f}",
-                f"{al['backward']:.1f} b + {al['forward']:.1f} f"]
-        print("| " + " | ".join(row) + " |")
-    tok = m["token"]
-    print("\nToken-level precision (" + ", ".join(
-        f"{o}: hit@1 {v['hit1']['value']:.3f} [{v['hit1']['ci95'][0]:.3f}, {v['hit1']['ci95'][1]:.3f}], "
-        f"mass {v['mass']:.3f}, n {v['n']}" for o, v in tok.items()) + ")")
+    missing = [x for x in methods if x not in m["methods"]]
+    if missing:
+        sys.exit(f"blame_table: {a.metrics} has no method {missing[0]!r}")
+    faults = [k.split("=", 1)[1] for k in g if k.startswith("fault=")]
+    print(f"{m['episodes']} episodes; chance {m['chance_agent_top1']:.2f}; cells: agent top-1 (paired "
+          "difference with `provenance`, sign test p)\n")
+    for fault in faults:
+        topos = [t for t in TOPOLOGIES if f"topology={t},fault={fault}" in g]
+        n = g[f"fault={fault}"][methods[0]]["n"]
+        print(f"### {fault} ({n} episodes: " + ", ".join(
+            f"{t} {g[f'topology={t},fault={fault}'][methods[0]]['n']}" for t in topos) + ")\n")
+        head = ["method"] + list(topos) + ["all (95% CI)", "vs provenance (95% CI)", "vs best model-free"]
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for meth in methods:
+            al = g[f"fault={fault}"][meth]
+            v = al["agent_top1"]
+            row = [f"`{meth}`"] + [cell(g[f"topology={t},fault={fault}"][meth]) for t in topos]
+            row.append(f"{v['value']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]")
+            d = al.get("vs_provenance")
+            row.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, "
+                       f"{d['losses']} lost, p {_p(d['p'])})" if d else "")
+            b = al.get("vs_best_free")
+            row.append(f"{b['diff']:+.2f} vs `{b['baseline']}` (p {_p(b['p'])})" if b else "")
+            print("| " + " | ".join(row) + " |")
+        tok = m.get("token_by_group", {}).get(f"fault={fault}", {}).get("targeted")
+        if tok:
+            print(f"\nToken hit@1 (targeted objective, the source that carried the value into the loss's call): "
+                  f"{tok['hit1']['value']:.2f} [{tok['hit1']['ci95'][0]:.2f}, {tok['hit1']['ci95'][1]:.2f}], "
+                  f"mass {tok['mass']:.2f}, n {tok['n']}")
+        print()
     if a.save:
-        small = {"episodes": m["episodes"], "chance_agent_top1": m["chance_agent_top1"], "token": tok,
-                 "agent_top1": {grp: {meth: v[meth]["agent_top1"] for meth in m["methods"]} for grp, v in g.items()},
+        small = {"episodes": m["episodes"], "chance_agent_top1": m["chance_agent_top1"], "token": m["token"],
+                 "token_by_group": m.get("token_by_group", {}),
+                 "agent_top1": {grp: {meth: {k: v[meth][k] for k in ("agent_top1", "vs_provenance", "vs_best_free")
+                                             if k in v[meth]} for meth in m["methods"]} for grp, v in g.items()},
                  "cost": {meth: {k: g["all"][meth][k] for k in ("seconds", "backward", "forward")}
                           for meth in m["methods"]}}
         a.save.write_text(json.dumps(small, indent=1))

@@ -132,7 +132,12 @@ class IdealScorer:
             l1 = [10.0 if any(r.offsets[p][0] < hb and r.offsets[p][1] > ha for ha, hb in hot) else 0.1 for p in positions]
             sources.append(SourceAttribution(src, trace.nodes[src].kind, trace.nodes[src].name, r.source_ranges[src],
                                              connection_weights(l1, l1), positions, l1, l1))
-        return NodeAttribution(node.id, node.name, r.input_ids, r.output_range, sources, "ideal")
+        # log p of the objective's tokens, as the copier's output_logprobs gives them
+        _, lps = self.output_logprobs(node)
+        o_s = r.output_range[0]
+        targets = r.output_tokens_for(target_chars) if target_chars else None
+        log_prob = sum(lps[t - o_s] for t in (targets or range(o_s, r.output_range[1])))
+        return NodeAttribution(node.id, node.name, r.input_ids, r.output_range, sources, "ideal", log_prob=log_prob)
 
     def output_logprobs(self, node):
         """A copier's log p: an output line's tokens are likely (p 0.99) when the line is in the inputs."""

@@ -48,7 +48,12 @@ def diamond():
 
 
 def test_every_bench_name_is_a_loop_and_attribute_name_and_an_unknown_one_lists_them():
-    assert len(BENCH_NAMES) == 62 and DEFAULT_METHOD in BENCH_NAMES
+    from agentgrad.attribution.weights import WEIGHT_NAMES
+    from agentgrad.blame.walk import OBJECTIVES, RULES
+
+    gbc = {f"gbc:{w}:{o}:{r}" for w in WEIGHT_NAMES for o in OBJECTIVES for r in (*RULES, "top2")}
+    assert gbc <= set(BENCH_NAMES) and DEFAULT_METHOD in BENCH_NAMES and len(BENCH_NAMES) == len(set(BENCH_NAMES))
+    assert {"provenance", "temporal", "random", "all", "last", "occlusion:targeted:carry"} <= set(BENCH_NAMES)
     for name in BENCH_NAMES + list(ALIASES):
         cfg = validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": name}}, "opt.yaml")
         assert canonical(cfg.scorer.method) in BENCH_NAMES

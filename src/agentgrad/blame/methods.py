@@ -5,8 +5,10 @@ A blame method is ``(BlameContext) -> ranking``: a list of :class:`~agentgrad.bl
 and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (``docs/blame.md``).
 
 - ``gbc:W:OBJ:RULE``: the backward walk (:mod:`agentgrad.blame.walk`) on GBC weight ``W``
-  (``mean_l1``, ``max_l1``, ``mean_gxi``, ``max_gxi``), objective ``OBJ`` (``whole``, ``targeted``)
-  and rule ``RULE`` (``earliest``, ``path``, ``maxw``, ``stop``, ``carry``);
+  (``mean_l1``, ``max_l1``, ``mean_gxi``, ``max_gxi``), objective ``OBJ`` (``whole``, ``targeted``;
+  failure-conditioned: ``contrast``, the output against the loss's expected answer, and ``judged``,
+  the scorer's judgment of the call given the loss: :meth:`~agentgrad.blame.context.BlameContext.attribute`)
+  and rule ``RULE`` (``earliest``, ``path``, ``maxw``, ``stop``, ``carry``, ``follow``);
 - ``gbc:W:OBJ:top2``: the walk keeping the two heaviest edges of every call, with the ``stop`` test
   along each path (:func:`~agentgrad.blame.walk.walk_topk`);
 - ``occlusion:OBJ:RULE`` (``maxw``, ``stop``, ``carry``): the same walk with edge weights from
@@ -19,8 +21,15 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   turn the final answer right is blamed (many generations; no scorer);
 - ``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
   ``step_by_step``, ``binary_search``, ``hybrid``;
+- ``provenance``: string provenance, no model at all (:func:`provenance`): from the loss target,
+  follow the sources whose text contains the wrong string (the latest holder first;
+  ``provenance:earliest``: the earliest); blame where none does. The baseline every
+  blame figure stands beside: a method that does not beat it has found nothing the text did not say;
 - controls: ``random`` (a uniform upstream call or tool), ``all`` (every upstream call and tool,
-  tied; it walks every edge), ``last`` (where the loss is attached).
+  tied; it walks every edge), ``last`` (where the loss is attached);
+- trivial priors (:mod:`agentgrad.blame.priors`): ``first`` (the first step), ``most_active`` (the
+  agent with most steps, at its first), ``position:F`` (the step at fraction F of the log; F in
+  0, 0.25, 0.5, 0.75, 1, fixed in advance).
 
 Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1``, ``mean_gxi`` and
 ``max_gxi`` are ``gbc:W:whole:path`` (the paper's top-k path rule on the whole output).
@@ -34,14 +43,14 @@ from typing import Callable
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
-from agentgrad.blame.walk import OBJECTIVES, RULES, _occurs, walk, walk_topk
+from agentgrad.blame.priors import prior_methods
+from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, _occurs, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:carry"  # the best GBC rule of the planted-fault benchmark (docs/blame.md)
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
 
 
-SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
 
 
 def temporal(ctx: BlameContext) -> list[Blame]:
@@ -87,6 +96,37 @@ def temporal(ctx: BlameContext) -> list[Blame]:
     if outside:
         return [ctx.blame(outside[0], float("inf"))] + [ctx.blame(n, scores[n]) for n in ranked]
     return [ctx.blame(n, scores[n]) for n in ranked] or [ctx.blame(ctx.target, 1.0)]
+
+
+def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
+    """String provenance, no model: walk back along the sources whose text holds the wrong string.
+
+    From the loss target, among a call's sources (the nodes whose text its messages hold) those
+    whose text contains the text the loss names as wrong (its span in the failing output) are the
+    holders; the walk moves to one of them (calls and tools before inputs; the latest in the trace
+    first, or with ``earliest`` the earliest: ``provenance:earliest``) and goes on. It stops at a
+    call none of whose sources holds the string (the call introduced it: blamed), or at a tool
+    (blamed itself); reaching an input (the string was in the task) blames the first call on the
+    path. Without a loss span there is nothing to match and the failing call is blamed. The rest
+    of the path follows, latest first, with falling scores.
+    """
+    wrong = ctx.wrong_text()
+    node = ctx.target
+    if wrong is None:
+        return [ctx.blame(node, 1.0)]
+    nodes, path = ctx.trace.nodes, [node]
+    ctx.walked = {}
+    while nodes[node].kind == "call":
+        holders = [s for s in dict.fromkeys(sp.source for sp in nodes[node].spans)
+                   if s not in path and wrong in nodes[s].text]
+        if not holders:
+            break
+        node = max(holders, key=lambda s: (nodes[s].kind != "input", -s if earliest else s))
+        ctx.walked[path[0]] = [node]
+        path.insert(0, node)
+    blamable = [n for n in path if nodes[n].kind in ("call", "tool")]
+    first = blamable[0]
+    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
 
 
 def replay(ctx: BlameContext) -> list[Blame]:
@@ -145,18 +185,26 @@ def _all(ctx: BlameContext) -> list[Blame]:
 def _builtins() -> None:
     if _METHODS:
         return
+    def under(c: BlameContext, o: str, fn: Callable[[], list[Blame]]) -> list[Blame]:
+        with c.objective_of(o):  # what the context differentiates during the walk (blame/context.py)
+            return fn()
+
     for w in WEIGHT_NAMES:
         for obj in OBJECTIVES:
             for rule in RULES:
-                register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: walk(c, w, r, o))
-            register(f"gbc:{w}:{obj}:top2", lambda c, w=w, o=obj: walk_topk(c, w, o, k=2))
-    for obj in OBJECTIVES:
+                register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: under(c, o, lambda: walk(c, w, r, o)))
+            register(f"gbc:{w}:{obj}:top2", lambda c, w=w, o=obj: under(c, o, lambda: walk_topk(c, w, o, k=2)))
+    for obj in ("whole", "targeted"):  # occlusion weighs the output's own log p
         for rule in ("maxw", "stop", "carry"):
             register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
     register("temporal", temporal)
     register("replay", replay)
     for p in PROTOCOLS:
         register(f"judge:{p}", lambda c, p=p: judged(c, p))
+    register("provenance", provenance)
+    register("provenance:earliest", lambda c: provenance(c, earliest=True))
+    for name, fn in prior_methods().items():  # first, most_active, position:F (blame/priors.py)
+        register(name, fn)
     register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
     register("all", _all)
     register("last", lambda c: [c.blame(c.target, 1.0)])
@@ -208,6 +256,14 @@ def edge_rule(name: str) -> str:
 def needs_scorer(name: str) -> bool:
     """Whether a blame method reads a white-box scorer (gradients, occlusion, temporal credit)."""
     return canonical(name).split(":")[0] in ("gbc", "occlusion", "temporal")
+
+
+def model_free(name: str) -> bool:
+    """Whether a blame method uses no model at all (no scorer, judge or replayed runs): the
+    baselines every blame figure is given beside (``provenance``, the controls, the fixed priors)."""
+    name = canonical(name)
+    return not needs_scorer(name) and not name.startswith("judge:") and name != "replay" \
+        and not name.startswith("agent:")
 
 
 def select_methods(spec: str, judge: bool = False, replay: bool = False) -> list[str]:

@@ -16,13 +16,27 @@ Rules (what a walk from a loss blames):
 - ``maxw``: the node whose edge to its successor has the largest weight.
 - ``stop``: walk back only while the source carries the faulty content: the source's
   highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
-  span of the target's output), or is the cue right before one (only spaces between, or on the
-  same line only spaces and punctuation: the key of a ``key: value`` line). The first node whose
+  span of the target's output), or is the cue right before one (only spaces between, or the key
+  of a ``key: value`` line: spaces, quotes and one colon or equals sign between). The first node whose
   chosen source does not carry it is blamed; a tool or input that carries it is blamed itself.
   Without loss spans it falls back to ``path``.
 - ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
   carry the faulty content*, and stops where none does: when the content reaches a call from
   several sources (a broadcast log), a heavier source that does not hold it does not end the walk.
+
+- ``follow``: for faults whose wrong text is not copied verbatim all the way (rewritten on the way
+  down, or held innocently by several sources). The walk follows the text the loss names back to
+  the roots. At each call, where some source carries the followed text verbatim (the ``carry``
+  test), it takes the heaviest of those and follows that occurrence; where none does, the text
+  *changed* at this call, and the walk goes on into the heaviest source of the targeted gradient,
+  following the unit of text its highest-scoring token lies in (on a ``key: value`` line the
+  value, as the content test reads a key as the cue of its value; else the line) as the new text.
+  A change counts when the changed text is not predictable from the call's inputs (its mean -log p,
+  read off the same forward pass, above ``SUPPORTED``: ln 2, tokens each below p = 1/2; a
+  faithful rewrite a scorer can predict is not a change). The earliest change on the path is
+  blamed (where the content went wrong first; later changes rewrote it); with none, the tool at the
+  walk's root (the content came in from outside the calls). Without loss spans every call on the
+  path is a change, and the earliest is blamed. No threshold is tuned.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
 chain) and pass through a tool result to the call that asked for it (the structural edge);
@@ -30,19 +44,24 @@ chain) and pass through a tool result to the call that asked for it (the structu
 log p of the whole output, the paper's) or ``targeted`` (only the output tokens the loss points at;
 upstream, the region of each source that the gradient points at becomes that call's target: for
 ``stop`` and ``carry``, the occurrence of the wrong text the highest-scoring token lies in, else the
-source's highest-scoring tokens).
+source's highest-scoring tokens). The failure-conditioned objectives, ``contrast`` (the output against
+the loss's expected answer at the same position) and ``judged`` (the scorer's "the mistake is here"
+against "it is not", reading the call and the loss), are walked as ``whole`` is: the context
+differentiates them (:meth:`~agentgrad.blame.context.BlameContext.attribute`).
 """
 
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
 
-RULES = ("earliest", "path", "maxw", "stop", "carry")
+RULES = ("earliest", "path", "maxw", "stop", "carry", "follow")
 CONTENT_RULES = ("stop", "carry")
-OBJECTIVES = ("whole", "targeted")
+SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
+OBJECTIVES = ("whole", "targeted", "contrast", "judged")  # contrast, judged: BlameContext.attribute
 
 
 # --- over a whole graph --------------------------------------------------------------------------
@@ -103,12 +122,19 @@ def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], .
     return tuple(chars) or None
 
 
+# between a key and its value on one line: spaces, quotes and one ":" or "=" (``key: value``,
+# ``"key": "value"``, ``key=value``); a comma, a bar or a bracket is a list, a row or an array,
+# whose neighbouring item is another value, not the cue of this one
+_KEY_GAP = re.compile(r"""[ \t]*["']?[ \t]*[:=][ \t]*["']?[ \t]*""")
+
+
 def _cue_before(text: str, end: int, start: int) -> bool:
     """Whether a token ending at ``end`` is the cue right before an occurrence starting at ``start``:
-    only spaces between, or, on the same line, only spaces and punctuation (the key of ``key: value``,
-    ``"key": "value"`` or ``key=value``)."""
+    only spaces between, or the key of a ``key: value`` line (:data:`_KEY_GAP` between). The
+    neighbouring value of a list, table row or array (``Lyon, snake``, ``| Lyon | snake |``,
+    ``["Oslo", "Rome"]``) is not a cue."""
     gap = text[end:start]
-    return end <= start and (not gap.strip() or ("\n" not in gap and not any(c.isalnum() for c in gap)))
+    return end <= start and (not gap.strip() or _KEY_GAP.fullmatch(gap) is not None)
 
 
 def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | None:
@@ -159,6 +185,8 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     if rule in CONTENT_RULES and wrong is None:
         rule = "path"
     ctx.walked = {}
+    if rule == "follow":
+        return walk_follow(ctx, weight, objective, rng)
     if rule not in CONTENT_RULES:
         return _walk_tree(ctx, weight, rule, objective, occlusion, rng)
     node = ctx.target
@@ -185,6 +213,88 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     first = stopped if stopped is not None else (path[0] if ctx.trace.nodes[path[0]].kind in ("call", "tool")
                                                  else blamable[0])
     rest = [n for n in reversed(blamable) if n != first]
+    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
+
+
+_KEY = re.compile(r"""[ \t{\[(,]*["']?[^\n:="']{1,40}["']?[ \t]*[:=][ \t]*["']?""")  # a line's key and its gap
+
+
+def _top_char(ctx: Any, src: Any, node: int) -> int | None:
+    """Where in the source's text its highest-scoring token starts (leading spaces skipped)."""
+    if not src.l1:
+        return None
+    r = ctx.render(node)
+    ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
+    text = ctx.trace.nodes[src.source].text
+    for (a, b) in r.source_chars.get(src.source, []):
+        if ta < b and tb > a:
+            lo = max(ta, a) - a
+            while lo < min(tb, b) - a - 1 and text[lo].isspace():
+                lo += 1
+            return lo
+    return None
+
+
+def _unit(text: str, pos: int) -> tuple[int, int]:
+    """The unit of text a token at ``pos`` stands for: on a ``key: value`` line the value (a model
+    looks a value up by its key, so a gradient on the key points at it), else the whole line."""
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    end = len(text) if end < 0 else end
+    m = _KEY.match(text, start, end)
+    if m and m.end() < end:
+        start = m.end()
+    while end > start and text[end - 1] in " \t\"',}])":
+        end -= 1
+    return (start, end) if end > start else (text.rfind("\n", 0, pos) + 1, max(end, pos + 1))
+
+
+def surprisal(ctx: Any, node: int, att: Any, region: tuple[tuple[int, int], ...] | None) -> float:
+    """Mean -log p of the objective's tokens at a call (``att``: its attribution for ``region``)."""
+    r = ctx.render(node)
+    n = len(r.output_tokens_for(list(region))) if region else 0
+    n = n or (r.output_range[1] - r.output_range[0])
+    return -att.log_prob / max(n, 1)
+
+
+def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random) -> list[Any]:
+    """The ``follow`` rule (module docstring): the gradient chooses the path, the earliest change the step."""
+    node = ctx.target
+    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
+    path, changed = [node], []
+    while ctx.trace.nodes[node].kind == "call":
+        att = ctx.attribute(node, region)
+        if not att.sources or att.skipped:
+            break
+        atts = {s.source: s for s in att.sources if s.source not in path}
+        text = ctx.trace.nodes[node].text
+        followed = text[min(a for a, _ in region):max(b for _, b in region)] if region else ""
+        carried = {s: _carried(ctx, a, node, followed) for s, a in atts.items()} if followed.strip() else {}
+        pool = [s for s in atts if carried.get(s) is not None]
+        if not pool:  # the followed text changed here: rewritten from a source, or introduced
+            if not followed.strip() or surprisal(ctx, node, att, region) > SUPPORTED:
+                changed.append(node)
+            pool = list(atts)
+        best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
+        if not best:
+            break
+        best = best[0]
+        ctx.walked[node] = [best]
+        path.insert(0, best)
+        if objective == "targeted":
+            where = carried.get(best)
+            if where is None:  # re-target on the unit of text the gradient peaks in
+                top = _top_char(ctx, atts[best], node)
+                where = _unit(ctx.trace.nodes[best].text, top) if top is not None else None
+            region = (where,) if where is not None else None
+        node = best
+    if changed:
+        first = changed[-1]
+    elif ctx.trace.nodes[path[0]].kind in ("call", "tool"):
+        first = path[0]
+    else:
+        first = next((n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")), ctx.target)
+    rest = [n for n in reversed(path) if n != first and ctx.trace.nodes[n].kind in ("call", "tool")]
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
 
 

@@ -22,7 +22,8 @@ def bench_blame(
                                                           "hub id (e.g. Qwen/Qwen3-0.6B)."),
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per topology and fault kind."),
     topology: str = typer.Option("all", "--topology", help="chain, fanin, manager, broadcast (comma list) or all."),
-    faults: str = typer.Option("all", "--faults", help="wrong_value, omitted, tool (comma list) or all."),
+    faults: str = typer.Option("all", "--faults", help="wrong_value, omitted, tool, decoy, transformed, ignored, "
+                               "misroute (manager only) (comma list) or all."),
     methods: str = typer.Option("all", "--methods", help="all, or names/prefixes: gbc:mean_l1, occlusion, random, "
                                                         "all, last, ..."),
     seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
@@ -107,6 +108,9 @@ def print_blame_table(metrics: dict, by: tuple[str, ...] = ("topology", "fault")
     cols = [g for field in by for g in sorted(g for g in groups if g.startswith(field + "=") and "," not in g)]
     for c in cols:
         table.add_column(c.split("=")[-1] if len(by) <= 2 else c, justify="right")
+    paired = "vs_best_free" in groups["all"][metrics["methods"][0]]
+    if paired:  # every figure beside the best model-free method of these episodes, paired
+        table.add_column("vs best model-free", justify="right", no_wrap=True)
     table.add_column("s/ep", justify="right")
     generated = any(groups["all"][m].get("generations") for m in metrics["methods"])
     if generated:  # the replay method's cost
@@ -115,6 +119,9 @@ def print_blame_table(metrics: dict, by: tuple[str, ...] = ("topology", "fault")
         v = groups["all"][m]["agent_top1"]
         row = [m, f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]"]
         row += [f"{groups[c][m]['agent_top1']['value']:.2f}" for c in cols]
+        if paired:
+            d = groups["all"][m]["vs_best_free"]
+            row.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f},{d['ci95'][1]:+.2f}] {d['baseline']}")
         row.append(f"{groups['all'][m]['seconds']:.3f}")
         if generated:
             row.append(f"{groups['all'][m].get('generations', 0):.1f}")
@@ -163,9 +170,12 @@ def bench_whowhen(
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json and logs/ (must be new or empty)."),
     subset: str = typer.Option("all", "--subset", help="hand, algorithm or all."),
     with_ground_truth: bool = typer.Option(True, "--with-ground-truth/--without-ground-truth",
-                                           help="Whether the verbal loss states the expected answer."),
+                                           help="Whether the verbal loss states the expected answer (its text, "
+                                                "and the answer the contrast objective differentiates against; "
+                                                "compare with the published rows of the same setting)."),
     methods: str = typer.Option("", "--methods", help="Names/prefixes (default: GBC earliest/maxw variants, "
-                                                      "occlusion, temporal, random, all, last; judge with --judge)."),
+                                                      "occlusion, temporal, random, all, last, provenance and the "
+                                                      "priors first, most_active, position; judge with --judge)."),
     scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer for the gradient, occlusion and "
                                                                "temporal methods: smollm2, gguf:FILE, a HF folder "
                                                                "or hub id, trained."),
@@ -193,7 +203,7 @@ def bench_whowhen(
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import needs_scorer, select_methods
-    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, priors_table, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.core.files import check_new_output
     from agentgrad.importers import import_whowhen
@@ -245,6 +255,13 @@ def bench_whowhen(
     table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
                                              for k in ("agent", "step")])
     _print_wide(table)
+    if (paired_rows := priors_table(m["groups"]["all"]["methods"], names)) is not None:
+        cols, rows = paired_rows
+        table = _methods_table("paired on the same logs (all): difference [95% CI], logs won / lost, sign-test p; the best "
+                               "prior chosen on these logs", cols)
+        for row in rows:
+            table.add_row(*row)
+        _print_wide(table)
     _print_judge_misses(m["groups"]["all"]["methods"], m["logs"])
     if m["groups"].get("all", {}).get("windowed"):
         console.print("logs with calls longer than the scorer's context, scored on the steps nearest each call "
@@ -288,43 +305,68 @@ def bench_whowhen(
 
 @bench_app.command("ablation")
 def bench_ablation(
-    out: Path = typer.Option(..., "--out", help="Folder for cases.jsonl, results.jsonl, table.md, the figures and "
-                                                "one run directory per run (must be new or empty)."),
+    out: Path = typer.Option(..., "--out", help="Folder for noise.jsonl, cases.jsonl, results.jsonl, table.md, the "
+                                                "figures and one run directory per run (must be new or empty)."),
     model: str = typer.Option("smollm2", "--model", help="The agents' model, also the white-box scorer: smollm2, "
                                                         "gguf:FILE, a HF folder or hub id."),
     systems: str = typer.Option("all", "--systems", help="pipeline, fanin, manager (comma list) or all."),
-    defects: str = typer.Option("all", "--defects", help="stale_example, forbidden_field, wrong_item, distractor "
-                                                        "(comma list) or all."),
-    methods: str = typer.Option("all", "--methods", help="gbc, paper, random, all, oracle (comma list) or all."),
-    seeds: int = typer.Option(5, "--seeds", help="Seeds per case and method (0..N-1)."),
+    defects: str = typer.Option("all", "--defects", help="Defect families: stale_example, forbidden_field, "
+                                                        "wrong_item, distractor (comma list) or all."),
+    methods: str = typer.Option("all", "--methods", help="Arms: noop, random_line, gbc, paper, provenance, random, "
+                                                        "all, oracle (comma list) or all."),
+    seeds: int = typer.Option(3, "--seeds", help="Seeds per case and arm (0..N-1), run seed by seed."),
     optimizer: str = typer.Option("edit", "--optimizer", help="edit (gradient-guided line removal), deterministic "
                                                              "(Warning bullets) or llm."),
     optimizer_model: str = typer.Option("", "--optimizer-model", help="The llm optimizer's model (default: --model); "
                                                                      "openai:MODEL@URL for a bigger server."),
     steps: int = typer.Option(2, "--steps", help="Optimizer steps per run."),
     step_every: int = typer.Option(4, "--step-every", help="Training samples per step."),
-    val_size: int = typer.Option(12, "--val-size", help="Validation items of the gate."),
-    test_size: int = typer.Option(0, "--test-size", help="Score the first N test items only (0: all 24, steps of 1/24)."),
-    resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: finished runs are "
+    val_size: int = typer.Option(50, "--val-size", help="Validation questions of the gate (of 50)."),
+    test_size: int = typer.Option(0, "--test-size", help="Score the first N test questions only (0: all 200)."),
+    noise_edits: int = typer.Option(8, "--noise-edits", help="Neutral one-line edits per system that measure the "
+                                                            "noise floor on the screening split."),
+    keep_factor: float = typer.Option(5.0, "--keep-factor", help="Keep a case whose screening damage is at least "
+                                                                "this many times its system's noise floor."),
+    screen_first: int = typer.Option(40, "--screen-first", help="Screen on these first questions of the "
+                                                                  "screening split; a case under half the threshold "
+                                                                  "there is dropped, the others scored on all 100."),
+    wordings: int = typer.Option(0, "--wordings", help="The first N wordings of each family (0: all 3)."),
+    positions: int = typer.Option(0, "--positions", help="The first N positions of second, first, last (0: all)."),
+    agents: int = typer.Option(0, "--agents", help="The first N agents of each family in each system (0: all)."),
+    concurrency: int = typer.Option(16, "--concurrency", help="Episodes run at once (greedy calls are batched)."),
+    stop_after: float = typer.Option(0, "--stop-after", help="Minutes after which no new work starts (0: none): "
+                                                            "run the grid in chunks with --resume."),
+    screen_only: bool = typer.Option(False, "--screen-only", help="Measure the noise floor and screen the cases; "
+                                                                 "run no arm."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: finished work is "
                                                         "read back, a run cut off resumes from its checkpoint."),
 ) -> None:
-    """Does better blame give better prompts? One planted prompt defect per case; the same loop with each blame."""
-    from agentgrad.benchmarks.ablation.bench import METHODS, markdown_table, run_ablation
+    """Does better blame give better prompts? Planted prompt defects, screened against a noise floor; the same loop per arm."""
+    from agentgrad.benchmarks.ablation.bench import ARMS
+    from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS
+    from agentgrad.benchmarks.ablation.grid import run_ablation
+    from agentgrad.benchmarks.ablation.summary import markdown_table
 
     split = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
-    from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS
-
     summary = run_ablation(out, model=model, systems=split(systems, SYSTEMS), defects=split(defects, DEFECTS),
-                           methods=split(methods, METHODS), seeds=seeds, optimizer=optimizer,
+                           methods=split(methods, ARMS), seeds=seeds, optimizer=optimizer,
                            optimizer_model=optimizer_model or None, steps=steps, step_every=step_every,
-                           val_size=val_size, test_size=test_size or None, resume=resume, log=console.print)
-    console.print(markdown_table(summary))
+                           val_size=val_size, test_size=test_size or None, noise_edits=noise_edits,
+                           keep_factor=keep_factor, screen_first=screen_first, wordings=wordings or None,
+                           positions=positions or None, agents=agents or None, concurrency=concurrency,
+                           stop_after=stop_after or None,
+                           screen_only=screen_only, resume=resume, log=lambda s: console.print(s, markup=False,
+                                                                                               highlight=False))
+    console.print(markdown_table(summary), markup=False, highlight=False)
     from agentgrad.report.html import write_report
 
     report = write_report(out)
-    console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (defect does not hurt); "
-                  f"{summary['seconds_this_run']:.0f} s this run, {summary['seconds_total']:.0f} s over the whole grid; "
-                  f"written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-recovery.svg, {report.path}")
+    console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (damage on the screening split under "
+                  f"{keep_factor:g}x the noise floor); {summary['runs']} runs; {summary['seconds_this_run']:.0f} s "
+                  f"this chunk, {summary['seconds_total']:.0f} s over {summary['chunks']} chunks"
+                  + ("; stopped early: --resume continues" if summary["stopped"] else "")
+                  + f"; written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-gain.svg, {report.path}",
+                  markup=False, highlight=False)
 
 
 @bench_app.command("inject")

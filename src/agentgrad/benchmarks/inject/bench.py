@@ -35,8 +35,8 @@ from typing import Any, Callable
 
 from agentgrad.benchmarks.ablation.cases import SYSTEMS, Case, make_splits
 from agentgrad.benchmarks.inject.corrupt import KINDS, corrupt, field_values
-from agentgrad.benchmarks.planted.bench import (check_setup, read_back, score_methods, summarize, wilson,
-                                                write_episode)
+from agentgrad.benchmarks.planted.bench import check_setup, read_back, score_methods, summarize, write_episode
+from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.context import BlameContext
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.core.files import RunFiles

@@ -14,27 +14,16 @@ corrupted value to it, whether the highest-scoring token lies inside the corrupt
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.benchmarks.stats import paired, wilson
 from agentgrad.blame.context import Blame, BlameContext, top_tied
-from agentgrad.blame.methods import get_blame_method
-from agentgrad.errors import ConfigError
+from agentgrad.blame.methods import get_blame_method, model_free
+from agentgrad.errors import ConfigError, RegistryError
 from agentgrad.core.files import RunFiles
-
-
-def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion k/n (k may be fractional: tie credits)."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 def top1_credit(ranking: list[Blame], truth: Any, key: Callable[[Blame], Any]) -> float:
@@ -47,10 +36,14 @@ def top3(ranking: list[Blame], truth: str) -> float:
     return float(truth in agents[:3])
 
 
+TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's truth, for the tables
+
+
 def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, float] | None:
-    """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call."""
+    """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call
+    (None where there is no such value: a dropped key, or a fault at the loss's call itself)."""
     path = truth["path"]
-    if len(path) < 2:
+    if len(path) < 2 or str(path[-2]) not in truth.get("corrupted", {}) or not ctx.loss.spans:
         return None
     src, node = path[-2], path[-1]
     region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
@@ -117,33 +110,36 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
         check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)
     records = []
-    for topo in topologies:
-        for fault in faults:
-            for i in range(episodes):
-                ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
-                done = read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
-                if done is not None:
-                    records.append(done)
-                    if on_episode:
-                        on_episode(done)
-                    continue
-                t_ep = time.time()
-                trace = E.without_truth(ep.trace)
-                ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge)
-                rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
-                                       "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"]},
-                                       "candidates": len(ctx.upstream()), "methods": {}}
-                rec["methods"] = score_methods(ctx, fns, ep.truth["agent"], ep.truth["node"])
-                if scorer is not None:
-                    rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
-                rec["loss"] = ep.loss.to_dict()
-                rec["seconds"] = round(time.time() - t_ep, 3)  # every method together, passes shared
-                records.append(rec)
-                if files:
-                    write_episode(files, trace, ep.loss, ctx, scorer, seed)
-                    files.write_json("episodes", f"{ep.trace.id}.json", data=rec)
+    cells = [(t, f) for t in topologies for f in faults if E.supports(t, f)]
+    if not cells:
+        raise ConfigError(f"no topology given can hold {', '.join(faults)} (misroute: manager only)")
+    for topo, fault in cells:
+        for i in range(episodes):
+            ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
+            done = read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
+            if done is not None:
+                records.append(done)
                 if on_episode:
-                    on_episode(rec)
+                    on_episode(done)
+                continue
+            t_ep = time.time()
+            trace = E.without_truth(ep.trace)
+            ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge)
+            rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
+                                   "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"],
+                                             **{k: ep.truth[k] for k in TRUTH_EXTRAS if k in ep.truth}},
+                                   "candidates": len(ctx.upstream()), "methods": {}}
+            rec["methods"] = score_methods(ctx, fns, ep.truth["agent"], ep.truth["node"])
+            if scorer is not None:
+                rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
+            rec["loss"] = ep.loss.to_dict()
+            rec["seconds"] = round(time.time() - t_ep, 3)  # every method together, passes shared
+            records.append(rec)
+            if files:
+                write_episode(files, trace, ep.loss, ctx, scorer, seed)
+                files.write_json("episodes", f"{ep.trace.id}.json", data=rec)
+            if on_episode:
+                on_episode(rec)
     metrics = summarize(records, methods)
     if files:
         files.write_json("metrics.json", data=metrics)
@@ -221,6 +217,20 @@ def summarize(records: list[dict[str, Any]], methods: list[str],
     for r in records:
         for keys in group_by:
             groups.setdefault(",".join(f"{k}={r[k]}" for k in keys), []).append(r)
+    out = {g: {m: _agg(rs, m) for m in methods} for g, rs in groups.items()}
+    for g, rs in groups.items():
+        pair_with_baselines(rs, methods, out[g])
+    timed = [r["seconds"] for r in records if "seconds" in r]
+    return {"episodes": len(records), "methods": methods,
+            # wall time of an episode with every method at once (what --methods costs), where recorded
+            "seconds_per_episode": sum(timed) / len(timed) if timed else None,
+            "chance_agent_top1": sum(1 / max(r["candidates"], 1) for r in records) / max(len(records), 1),
+            "groups": out, "token": _token(records),
+            "token_by_group": {g: t for g, rs in groups.items() if g != "all" and (t := _token(rs))}}
+
+
+def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Token-level precision (hit@1 with its interval, mass share) per objective, where measured."""
     token: dict[str, Any] = {}
     for obj in ("whole", "targeted"):
         vals = [r["token"][obj] for r in records if r.get("token") and r["token"].get(obj)]
@@ -228,9 +238,27 @@ def summarize(records: list[dict[str, Any]], methods: list[str],
             hits = sum(v["hit1"] for v in vals)
             token[obj] = {"n": len(vals), "hit1": {"value": hits / len(vals), "ci95": list(wilson(hits, len(vals)))},
                           "mass": sum(v["mass"] for v in vals) / len(vals)}
-    timed = [r["seconds"] for r in records if "seconds" in r]
-    return {"episodes": len(records), "methods": methods,
-            # wall time of an episode with every method at once (what --methods costs), where recorded
-            "seconds_per_episode": sum(timed) / len(timed) if timed else None,
-            "chance_agent_top1": sum(1 / max(r["candidates"], 1) for r in records) / max(len(records), 1),
-            "groups": {g: {m: _agg(rs, m) for m in methods} for g, rs in groups.items()}, "token": token}
+    return token
+
+
+def _model_free(name: str) -> bool:
+    try:
+        return model_free(name)
+    except RegistryError:  # a name outside the registry (a summary of hand-made records)
+        return False
+
+
+def pair_with_baselines(records: list[dict[str, Any]], methods: list[str], figures: dict[str, Any]) -> None:
+    """Every method's agent top-1 beside the model-free baselines, paired on the same episodes:
+    ``vs_provenance`` (where provenance ran) and ``vs_best_free`` (the best model-free method of
+    these episodes, chosen on them: generous to the baseline), each the difference, its bootstrap
+    interval, the episodes won and lost, and the sign test's p."""
+    free = [m for m in methods if _model_free(m)]
+    if not free or not records:
+        return
+    col = {m: [r["methods"][m]["agent_top1"] for r in records] for m in methods}
+    best = max(free, key=lambda m: (sum(col[m]), m == "provenance"))
+    for m in methods:
+        if "provenance" in col:
+            figures[m]["vs_provenance"] = paired(col[m], col["provenance"])
+        figures[m]["vs_best_free"] = {"baseline": best, **paired(col[m], col[best])}

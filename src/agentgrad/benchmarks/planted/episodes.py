@@ -15,6 +15,21 @@ key, the wrong and the expected value is attached to the final call, with the ch
 wrong value in its output. The truth (``trace.meta["truth"]``) is for scoring only; blame methods
 never see it (:func:`without_truth`).
 
+Fault families where the wrong string alone does not point at the planted call (``FAMILIES``):
+
+- ``decoy``: a ``wrong_value`` whose wrong value is the true value of another key that an innocent
+  source (a sibling worker, a later lookup) holds and some call downstream of the planted one
+  reads: several sources of that call contain the string, one carried it into the answer;
+- ``transformed``: the key holds a typed value (a time, a number, a distance, a date, a price) and
+  a call downstream of the planted one rewrites it (12-hour clock, words, metres, a long date, a
+  currency sign; its prompt asks for that format), so the final wrong text occurs nowhere upstream
+  verbatim; the loss span still marks it;
+- ``ignored``: a call drops a key its prompt asks it to report, and so does every call after it;
+  the loss names the missing key and has no span;
+- ``misroute`` (``manager`` only, the topology with a router): the manager's routing line sends a
+  requested key to a worker whose lookup lacks it, which honestly reports ``unknown``; the worker
+  that holds it is not asked. No wrong value at the manager, only a wrong outcome.
+
 Topologies (``TOPOLOGIES``): ``chain`` (A -> B -> C -> D, each adding facts from its own lookup),
 ``fanin`` (3-5 workers -> responder; distractor workers, up to 10x longer, are not used),
 ``manager`` (the paper's MultiWOZ shape: manager -> domain workers with lookups -> responder),
@@ -34,7 +49,15 @@ from agentgrad.core.trace import Node, Trace, join_blocks
 from agentgrad.errors import ConfigError
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
-FAULTS = ("wrong_value", "omitted", "tool")
+FAULTS = ("wrong_value", "omitted", "tool", "decoy", "transformed", "ignored", "misroute")
+COPIED = ("wrong_value", "omitted", "tool")  # the wrong text is copied verbatim down to the answer
+FAMILIES = ("decoy", "transformed", "ignored", "misroute")  # the string test cannot decide these
+ROUTED = {"misroute": ("manager",)}  # families that exist only in some topologies
+
+
+def supports(topology: str, fault: str) -> bool:
+    """Whether ``fault`` can be planted in ``topology`` (``misroute`` needs a router)."""
+    return topology in ROUTED.get(fault, TOPOLOGIES)
 UNKNOWN = "unknown"
 
 KEYS = ["color", "city", "day", "price", "room", "guest", "time", "food", "area", "phone", "ref", "stars",
@@ -117,18 +140,21 @@ class _Builder:
 
     def call(self, agent: str, sources: list[int], keys: list[str]) -> int:
         """A call of ``agent`` reading ``sources`` and reporting ``keys`` (each copied from the source holding it)."""
-        user, spans = join_blocks([self.block(s) for s in sources], 1)
-        system = f"You are {agent}. Report: {', '.join(keys)}."
         out: dict[str, str] = {}
         node_id = len(self.trace.nodes)
         for k in keys:
             holder = next((s for s in reversed(sources) if k in self.facts[s]), None)
             out[k] = self.facts[holder][k] if holder is not None else UNKNOWN
             self.origin[(node_id, k)] = holder
+        return self.emit(agent, sources, out, f"You are {agent}. Report: {', '.join(keys)}.")
+
+    def emit(self, agent: str, sources: list[int], out: dict[str, str], system: str) -> int:
+        """A call of ``agent`` reading ``sources`` whose output is the ``key: value`` lines of ``out``."""
+        user, spans = join_blocks([self.block(s) for s in sources], 1)
         node = self.trace.add(Node(id=-1, kind="call", name=agent, text=self.render(out), parents=list(sources),
                                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                                    spans=spans, model={"backend": "synthetic"}))
-        self.facts[node.id] = out
+        self.facts[node.id] = dict(out)
         return node.id
 
 
@@ -208,15 +234,25 @@ def _path(b: _Builder, node: int, key: str) -> list[int]:
     return path
 
 
-def _replay(b: _Builder, corrupt_at: int, key: str, wrong: str) -> None:
-    """Set ``key`` to ``wrong`` at ``corrupt_at`` and re-render every downstream copy, keeping spans exact."""
-    b.facts[corrupt_at][key] = wrong
+def _replay(b: _Builder, corrupt_at: int, key: str, wrong: str | None,
+            transform: tuple[int, Any] | None = None) -> None:
+    """Set ``key`` to ``wrong`` at ``corrupt_at`` (None: drop its line) and re-render every downstream
+    copy, keeping spans exact. A copy of a dropped key is dropped too; ``transform`` (node, function):
+    that node reports ``function(value)`` of the value it reads."""
+    if wrong is None:
+        b.facts[corrupt_at].pop(key)
+    else:
+        b.facts[corrupt_at][key] = wrong
     for node in b.trace.nodes[corrupt_at:]:
         if node.id != corrupt_at and node.kind == "call":
-            for k in b.facts[node.id]:
+            for k in list(b.facts[node.id]):
                 src = b.origin.get((node.id, k))
-                if src is not None:
+                if src is not None and k not in b.facts[src]:
+                    del b.facts[node.id][k]
+                elif src is not None:
                     b.facts[node.id][k] = b.facts[src][k]
+                    if transform is not None and (node.id, k) == (transform[0], key):
+                        b.facts[node.id][k] = transform[1](b.facts[src][k])
         if node.id >= corrupt_at:
             node.text = b.render(b.facts[node.id])
     for node in b.trace.nodes:  # re-render user messages from the (possibly changed) sources
@@ -248,6 +284,10 @@ def generate(topology: str, fault: str | None, seed: int, split: str = "eval", l
     rng = random.Random(f"{topology}|{fault}|{seed}|{split}")
     values, names = pools(split)
     long = bool(seed % 2) if long is None else long
+    if fault in FAMILIES:
+        from agentgrad.benchmarks.planted.families import plant_family  # it builds on this module
+
+        return plant_family(topology, fault, seed, long, rng, values, names)
     for _attempt in range(50):
         b = _Builder(rng, values, names)
         _BUILD[topology](b, long)

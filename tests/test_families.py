@@ -1,0 +1,159 @@
+"""Fault families the string test cannot decide, the model-free baselines, and the ``follow`` walk.
+
+The generator's truth is checked against the trace itself; ``provenance`` by hand on small traces;
+``follow`` with the ideal copier of conftest (whose gradients point at the value a line copies),
+where it must find the planted call on every family that has a loss span.
+"""
+
+import pytest
+
+from agentgrad.benchmarks.planted import episodes as E
+from agentgrad.benchmarks.planted.families import TRANSFORMS, _words
+from agentgrad.benchmarks.stats import paired, sign_test
+from agentgrad.blame.methods import BlameContext, get_blame_method
+from agentgrad.blame.backward import VerbalLoss
+from agentgrad.core.trace import Node, Trace, join_blocks
+from agentgrad.errors import ConfigError
+from conftest import IdealScorer, assert_spans_exact
+
+CELLS = [(t, f) for f in E.FAMILIES for t in E.TOPOLOGIES if E.supports(t, f)]
+
+
+def _upstream_texts(ep, skip=()):
+    final = ep.loss.targets[0]
+    return {n: ep.trace.nodes[n].text for n in ep.trace.upstream(final) if n not in skip}
+
+
+@pytest.mark.parametrize("topology, fault", CELLS)
+def test_family_truth_is_consistent(topology, fault):
+    for seed in range(10):
+        ep = E.generate(topology, fault, seed)
+        tr, key = ep.truth, ep.truth["key"]
+        assert_spans_exact(ep.trace)
+        ep.trace.validate()
+        final = ep.trace.nodes[ep.loss.targets[0]]
+        assert tr["path"][-1] == final.id and tr["node"] == tr["path"][0] and tr["kind"] == "call"
+        assert ep.trace.nodes[tr["node"]].name == tr["agent"]
+        if fault == "ignored":  # the key's line is gone from the planted call and every copy after it
+            assert not ep.loss.spans
+            assert all(f"{key}: " not in "\n" + ep.trace.nodes[n].text for n in tr["path"])
+            assert f"report: " in ep.trace.nodes[tr["node"]].messages[0]["content"].lower()
+            assert key in ep.trace.nodes[tr["node"]].messages[0]["content"]  # its prompt asked for it
+            continue
+        (a, b), = ep.loss.spans[final.id]
+        wrong = final.text[a:b]
+        assert wrong == ep.loss.details["wrong"]
+        for n, spans in tr["corrupted"].items():  # the corrupted value sits on the key's line of each
+            (x, y), = spans
+            assert ep.trace.nodes[int(n)].text[x - len(key) - 2:x] == f"{key}: "
+        if fault == "decoy":  # the wrong string is also the true value of another key off the path
+            decoy = ep.trace.nodes[tr["decoy"]]
+            assert tr["decoy"] not in tr["path"] and f"{tr['decoy_key']}: {wrong}" in decoy.text.split("\n")
+            reader = ep.trace.nodes[tr["decoy_reader"]]
+            assert tr["decoy"] in {s.source for s in reader.spans} and tr["decoy_reader"] in tr["path"]
+            planted = ep.trace.nodes[tr["node"]]
+            assert all(wrong not in ep.trace.nodes[s.source].text for s in planted.spans)  # it could not copy it
+        elif fault == "transformed":  # nowhere upstream verbatim but in the rewriting call and after it
+            t = tr["transform_at"]
+            assert t in tr["path"] and t != tr["node"]
+            assert TRANSFORMS[tr["transform"]][2] in ep.trace.nodes[t].messages[0]["content"]
+            after = {t} | {n.id for n in ep.trace.nodes if n.id > t and wrong in n.text}
+            assert not any(wrong in text for n, text in _upstream_texts(ep, after).items())
+            assert f"{key}: {tr['planted_value']}" in ep.trace.nodes[tr["node"]].text.split("\n")
+        elif fault == "misroute":  # the manager's routing line names a worker whose lookup lacks the key
+            manager = ep.trace.nodes[tr["node"]]
+            assert f"{key}: ask {tr['routed_to']}" in manager.text.split("\n") and tr["routed_to"] != tr["holder"]
+            assert wrong == E.UNKNOWN and f"{key}: {E.UNKNOWN}" in final.text.split("\n")
+            holder_look = next(n for n in ep.trace.nodes if n.name == f"lookup_{tr['holder']}")
+            assert f"\n{key}: " in "\n" + holder_look.text
+    assert E.generate(topology, fault, 3).trace.to_dict() == E.generate(topology, fault, 3).trace.to_dict()
+
+
+def test_misroute_needs_a_router_and_words_are_right():
+    with pytest.raises(ConfigError, match="manager only"):
+        E.generate("chain", "misroute", 0)
+    assert [_words(n) for n in (21, 40, 99)] == ["twenty-one", "forty", "ninety-nine"]
+    make, rewrite, _ = TRANSFORMS["time"]
+    assert rewrite("14:30") == "2:30 pm" and TRANSFORMS["distance"][1]("3.5 km") == "3500 m"
+    assert TRANSFORMS["date"][1]("2026-03-04") == "4 March 2026" and TRANSFORMS["price"][1]("12 dollars") == "$12.00"
+
+
+def _call(trace, name, sources, text):
+    user, spans = join_blocks([(s, f"[from {trace.nodes[s].name}]\n", trace.nodes[s].text) for s in sources], 1)
+    return trace.add(Node(id=-1, kind="call", name=name, text=text, parents=list(sources), spans=spans,
+                          messages=[{"role": "system", "content": f"You are {name}."},
+                                    {"role": "user", "content": user}])).id
+
+
+def test_provenance_by_hand():
+    """task -> A -> B -> C; B writes the wrong city, C copies it: blame B. A tool holding it is
+    blamed itself; with two holders the latest (calls and tools before inputs) is followed."""
+    t = Trace()
+    task = t.add(Node(id=-1, kind="input", name="task", text="city: Lyon")).id
+    a = _call(t, "A", [task], "city: Lyon")
+    b = _call(t, "B", [a], "city: Oslo")
+    c = _call(t, "C", [b], "city: Oslo")
+    loss = VerbalLoss("wrong city", [c], spans={c: [(6, 10)]})
+    prov = get_blame_method("provenance")
+    ctx = BlameContext(t, loss)
+    assert [(x.agent, x.score) for x in prov(ctx)] == [("B", 1.0), ("C", 0.5)]
+    assert ctx.walked == {c: [b]}
+    # a tool that returned it: the tool is blamed
+    t2 = Trace()
+    task = t2.add(Node(id=-1, kind="input", name="task", text="city?")).id
+    tool = t2.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
+    w = _call(t2, "W", [task, tool], "city: Oslo")
+    r = _call(t2, "R", [w], "the city is Oslo")
+    assert prov(BlameContext(t2, VerbalLoss("x", [r], spans={r: [(12, 16)]})))[0].agent == "lookup"
+    # two holders of the string: the later one is followed (here an innocent decoy: wrong by design)
+    t3 = Trace()
+    task = t3.add(Node(id=-1, kind="input", name="task", text="home: Rome")).id
+    x = _call(t3, "X", [task], "city: Rome")  # X put the wrong city
+    y = _call(t3, "Y", [task], "home: Rome")  # Y copied the home town, innocently
+    z = _call(t3, "Z", [x, y], "city: Rome")
+    ranking = prov(BlameContext(t3, VerbalLoss("x", [z], spans={z: [(6, 10)]})))
+    # Y (the later holder) is followed, then the task: the string came from an input, so the first
+    # call on the path, Y, is blamed
+    assert [b.agent for b in ranking] == ["Y", "Z"]
+    # no span: nothing to match, the failing call
+    assert prov(BlameContext(t3, VerbalLoss("x", [z])))[0].agent == "Z"
+
+
+@pytest.mark.parametrize("topology, fault", [c for c in CELLS if c[1] != "ignored"] +
+                         [(t, "wrong_value") for t in E.TOPOLOGIES])
+def test_follow_finds_the_planted_call_with_an_ideal_copier(topology, fault, tiny_llama):
+    """With gradients that point at the value each line copies, and log p that is high only for
+    copied lines, ``follow`` names the planted call on every family with a span: through rewrites
+    (transformed), past innocent holders (decoy), and back from an honest ``unknown`` to the router
+    (misroute). ``provenance`` cannot do it where the text is rewritten."""
+    from transformers import AutoTokenizer
+
+    sc = IdealScorer(AutoTokenizer.from_pretrained(tiny_llama))
+    follow, prov = get_blame_method("gbc:max_l1:targeted:follow"), get_blame_method("provenance")
+    hits, prov_hits, n = 0, 0, 6
+    for seed in range(n):
+        ep = E.generate(topology, fault, seed)
+        ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed)
+        hits += follow(ctx)[0].node == ep.truth["node"]
+        prov_hits += prov(ctx)[0].node == ep.truth["node"]
+    if fault == "misroute":  # the copier's gradient of "unknown" points at no source value: measured only
+        assert 0 <= hits <= n
+    elif (topology, fault) == ("broadcast", "transformed"):
+        # the ideal copier weighs every earlier holder of the key alike (the right value before the
+        # planted call too), so where the text was rewritten the walk may take an older holder
+        assert hits >= n // 2
+    else:
+        assert hits == n
+    if fault == "transformed":
+        assert prov_hits == 0
+
+
+def test_paired_statistics_by_hand():
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(5, 0) == pytest.approx(2 / 32)  # two-sided: 2 * (1/2)^5
+    assert sign_test(3, 1) == pytest.approx(2 * (1 + 4) / 16)
+    p = paired([1, 1, 1, 0, 1], [0, 0, 1, 0, 1])
+    assert (p["n"], p["wins"], p["losses"]) == (5, 2, 0) and p["diff"] == pytest.approx(0.4)
+    assert 0.0 <= p["ci95"][0] <= 0.4 <= p["ci95"][1] <= 0.8 and p["p"] == pytest.approx(0.5)
+    with pytest.raises(ValueError):
+        paired([1], [1, 0])
