@@ -1,6 +1,6 @@
 """Tokens per second of local generation on SmolLM2: 1 vs 8 concurrent episodes, and the llama.cpp server.
 
-    python benchmarks/local_generation.py [--episodes 24] [--workload short|long] [--json FILE]
+    python benchmarks/local_generation.py [--episodes 24] [--workload short|long|structured] [--json FILE]
 
 Runs the demo's system (examples/lookup: two agents, greedy) on its 24 questions: with transformers
 in this process one episode at a time, then 8 at once (concurrent greedy calls are decoded in one
@@ -11,6 +11,12 @@ backend counts them. Run it alone on the machine.
 Two workloads: ``short`` is the demo's (answers of about 7 tokens after a prompt of about 100: the
 prompt's forward pass dominates), ``long`` asks each agent to describe the record in three
 sentences with up to 64 new tokens (decoding dominates, which batching amortises).
+
+``structured`` measures what constrained decoding costs: each of the questions is asked directly
+(one call, no system) for a JSON verdict ``{"answer", "confidence", "reason"}`` with up to 64 new
+tokens, once free and once under that output schema (llguidance token masks in transformers; the
+server's ``response_format`` grammar in llama.cpp), at 1 and 8 calls in flight; the ratio of free to
+constrained tokens/s is the slowdown.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from agentgrad.core.config import apply_model_override, load_system_config
+from agentgrad.core.model import GenerationSettings, OutputSchema
 from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.examples import LOOKUP
 from agentgrad.models.spec import embedded_gguf
@@ -57,6 +64,75 @@ def system_for(model: str, workload: str = "short") -> GraphSystem:
     return GraphSystem(cfg)
 
 
+VERDICT = OutputSchema(name="verdict", json_schema={
+    "type": "object", "additionalProperties": False, "required": ["answer", "confidence", "reason"],
+    "properties": {"answer": {"type": "string", "maxLength": 40}, "confidence": {"enum": ["low", "medium", "high"]},
+                   "reason": {"type": "string", "maxLength": 200}}})
+
+
+def structured_calls(examples: list[dict]) -> list[list[dict]]:
+    return [[{"role": "system", "content": "You answer questions about records. Reply with one JSON object: "
+                                           '{"answer": "<the value>", "confidence": "low, medium or high", '
+                                           '"reason": "<one sentence>"}'},
+             {"role": "user", "content": f"Record: {ex['record']}\nQuestion: {ex['question']}"}] for ex in examples]
+
+
+def measure_calls(model, calls: list[list[dict]], concurrency: int, schema: OutputSchema | None) -> dict:
+    """Each call once, ``concurrency`` in flight, free or under ``schema``; replies that fit the schema counted."""
+    batcher = getattr(model, "batcher", None)
+    if batcher is not None:
+        batcher.prefixes.clear()
+    settings = GenerationSettings(max_new_tokens=64, output=schema)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as ex:
+        gens = list(ex.map(lambda m: model.generate(m, None, settings), calls))
+    seconds = time.perf_counter() - t0
+    tokens = sum(g.usage.get("completion_tokens", 0) for g in gens)
+
+    def fits(text: str) -> bool:
+        try:
+            VERDICT.parse(text)
+            return True
+        except Exception:  # noqa: BLE001 - any reply that is not the verdict
+            return False
+
+    return {"mode": "constrained" if schema else "free", "concurrency": concurrency, "calls": len(gens),
+            "tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1),
+            "schema_valid": sum(fits(g.text) for g in gens)}
+
+
+def structured(examples: list[dict], rows: list[dict]) -> None:
+    from agentgrad.models.hf import HFModel
+    from agentgrad.models.openai_compat import OpenAIModel
+
+    calls = structured_calls(examples)
+    backends = [("transformers (float32)", HFModel.shared(name="default", path="smollm2"), None)]
+    if importlib.util.find_spec("llama_cpp") is not None:
+        proc, url = llama_server()
+        backends.append(("llama.cpp server (Q4_1)", OpenAIModel(name="default", model="smollm2", base_url=url), proc))
+    else:
+        print("llama-cpp-python[server] is not installed: the server rows are left out")
+    try:
+        for name, model, _ in backends:
+            model.generate(calls[0], None, GenerationSettings(max_new_tokens=8, output=VERDICT))  # warm up, compile
+            for c in (1, 8):
+                for schema in (None, VERDICT):
+                    rows.append({"backend": name, "workload": "structured", **measure_calls(model, calls, c, schema)})
+                    print(rows[-1], flush=True)
+    finally:
+        for _, _, proc in backends:
+            if proc is not None:
+                proc.terminate()
+    for name, *_ in backends:
+        for c in (1, 8):
+            free, con = (next(r for r in rows if r["backend"] == name and r["concurrency"] == c and r["mode"] == m)
+                         for m in ("free", "constrained"))
+            print(f"{name:<26} concurrency {c}: free {free['tokens_per_s']:6.1f} tokens/s, constrained "
+                  f"{con['tokens_per_s']:6.1f} tokens/s: slowdown {free['tokens_per_s'] / con['tokens_per_s']:.2f}x; "
+                  f"schema-valid replies free {free['schema_valid']}/{free['calls']}, constrained "
+                  f"{con['schema_valid']}/{con['calls']}")
+
+
 def llama_server() -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -78,11 +154,17 @@ def llama_server() -> tuple[subprocess.Popen, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=24)
-    ap.add_argument("--workload", choices=["short", "long"], default="short")
+    ap.add_argument("--workload", choices=["short", "long", "structured"], default="short")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     examples = (read_jsonl(LOOKUP / "train.jsonl") + read_jsonl(LOOKUP / "val.jsonl"))[: a.episodes]
-    rows = []
+    rows: list[dict] = []
+    if a.workload == "structured":
+        structured(examples, rows)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"rows": rows, "command": " ".join(sys.argv)}, f, indent=1)
+        return
     hf = system_for("smollm2", a.workload)
     hf.run(examples[0])  # load and warm up
     for c in (1, 8):

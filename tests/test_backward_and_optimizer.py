@@ -92,7 +92,7 @@ GOOD = '{"prompts": {"facts": "List facts. NEVER invent.\\n## Warning\\n- check 
     ],
 )
 def test_bad_replies_are_rejected_then_retried(bad, reason):
-    model = FakeModel([bad, "```json\n" + GOOD + "\n```"])
+    model = FakeModel([bad, "```json\n" + GOOD + "\n```"], structured=False)  # a backend that cannot constrain
     res = PromptOptimizer(model, max_attempts=3).step(step_input())
     assert not res.skipped and res.attempts == 2 and reason in res.errors[0]
     assert res.prompts == {"facts": "List facts. NEVER invent.\n## Warning\n- check capitals (e.g. Lyon)"}
@@ -101,8 +101,8 @@ def test_bad_replies_are_rejected_then_retried(bad, reason):
 
 
 def test_step_skipped_after_n_failures():
-    res = PromptOptimizer(FakeModel(["nope"], cycle=True), max_attempts=3).step(step_input())
-    assert res.skipped and res.prompts == {} and len(res.errors) == 3
+    res = PromptOptimizer(FakeModel(["nope"], cycle=True, structured=False), max_attempts=3).step(step_input())
+    assert res.skipped and res.prompts == {} and len(res.errors) == 3 and res.unconstrained == 3
     res = PromptOptimizer(FakeModel([]), max_attempts=3).step(step_input())  # the model itself fails
     assert res.skipped and "optimizer model failed" in res.errors[0]
 

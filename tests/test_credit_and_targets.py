@@ -193,11 +193,11 @@ def test_targets_walk_the_kept_edges_through_tools():
     # an LLM writer: a reply that does not parse is asked again with the reason
     replies = iter(['no json here', '{"target": "eight"}', '{"target": "t4"}', '{"target": "t2"}', '{"target": "t1"}'])
     seen = []
-    llm = FakeModel(responder=lambda msgs, tools: (seen.append(msgs), next(replies))[1])
+    llm = FakeModel(responder=lambda msgs, tools: (seen.append(msgs), next(replies))[1], structured=False)
     targets = propagate_targets(tr, parents, loss, LLMTargetWriter(llm))
     assert targets == {5: "eight", 4: "t4", 2: "t2", 1: "t1"}
     assert "rejected" in seen[1][-1]["content"] and "lookup" in seen[3][1]["content"]  # the tool named
-    bad = FakeModel(responder=lambda m, t: '{"target": ""}')
+    bad = FakeModel(responder=lambda m, t: '{"target": ""}', structured=False)
     with pytest.raises(ModelError, match="no usable target"):
         propagate_targets(tr, kept_parents(graph, 1, "mean_l1"), loss, LLMTargetWriter(bad, max_attempts=2))
 
@@ -209,7 +209,7 @@ def test_target_optimizer_updates_from_pairs_and_validates():
     res = TargetOptimizer(ScriptedTargetWriter()).step(inp)
     assert set(res.prompts) == {"a"} and "right a" in res.prompts["a"] and "wrong a" in res.prompts["a"]
     replies = iter(['{"prompts": {"b": "x"}}', '{"prompts": {"a": "Do A."}}', '{"prompts": {"a": "Do A better. KEEP"}}'])
-    llm = FakeModel(responder=lambda m, t: next(replies))
+    llm = FakeModel(responder=lambda m, t: next(replies), structured=False)  # a backend that cannot constrain
     res = TargetOptimizer(ScriptedTargetWriter(), llm).step(inp)
     assert res.prompts == {"a": "Do A better. KEEP"} and res.attempts == 3
     assert "not blamed" in res.errors[0] and "protected" in res.errors[1]

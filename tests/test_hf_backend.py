@@ -61,7 +61,7 @@ def test_tool_calls_parsed_from_generated_tokens(tiny_llama, monkeypatch):
     reply = '<tool_call>{"name": "lookup", "arguments": {"city": "Paris"}}</tool_call><|im_end|>'
     new_ids = tok.encode(reply, add_special_tokens=False)
     # the model "generates" the reply: the decoder greedy calls go through returns these ids
-    monkeypatch.setattr(m.batcher, "generate", lambda ids, limit, stop=(): list(new_ids))
+    monkeypatch.setattr(m.batcher, "generate", lambda ids, limit, stop=(), constraint=None: list(new_ids))
     tool = Tool.from_function(lambda city: f"hotels in {city}", name="lookup")
     tool.parameters = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     gen = m.generate(MSGS, [tool.schema()], GenerationSettings())

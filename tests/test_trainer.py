@@ -228,7 +228,7 @@ def test_a_failing_optimizer_skips_the_step_and_the_run_goes_on(tmp_path, monkey
     from agentgrad.models import registry
     from agentgrad.models.fake import FakeModel
 
-    bad = FakeModel(["not json at all"], cycle=True, name="opt")
+    bad = FakeModel(["not json at all"], cycle=True, name="opt", structured=False)  # cannot keep the format
     registry.list_backends()  # the built-in backends registered first: replacing "fake" must not hide them
     monkeypatch.setitem(registry._BACKENDS, "fake",
                         lambda name, **o: bad if name == "opt" else FakeModel(["wrong"], cycle=True, name=name))

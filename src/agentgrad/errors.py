@@ -36,6 +36,16 @@ class JudgeReplyError(ModelError):
     the benchmarks count it as a parse failure."""
 
 
+class ServerUnreachableError(ModelError):
+    """A model server that cannot be reached: refused or unknown at a run's first call (a wrong URL or
+    port, a server not started), or silent for longer than its breaker allows mid-run. A run stops on
+    it, keeping what it finished (retrying would only wait)."""
+
+
+class OutputSchemaError(ModelError):
+    """An output schema (JSON schema, regex or choices) that a backend cannot compile or honour."""
+
+
 class ContextLengthError(ModelError):
     """A prompt does not fit in a model's context window."""
 

@@ -14,18 +14,25 @@ the task and the verbal loss, and names the step where the decisive mistake was 
 - ``hybrid`` (the study's Section 4.7): all-at-once names the agent, then step-by-step over that
   agent's own steps only; the first yes is blamed (none: the step all-at-once named).
 
-A reply that does not parse is asked once more with a reminder of the format; a second bad reply
-is a :class:`~agentgrad.errors.ModelError` that quotes it.
+Every question asks for one JSON object whose shape is passed with the request as an output
+schema (:class:`~agentgrad.core.model.OutputSchema`): the verdict ``{"agent", "step", "reason"}``
+(the agent one of the log's, the step one of its numbers), ``{"answer": "YES" | "NO", "reason"}``
+or ``{"half": "LOWER" | "UPPER", "reason"}``. A backend that constrains decoding (hf, llama.cpp and
+hosted servers) can only reply in that shape; a reply that still does not parse (a server without
+structured output, a reply cut at the token limit) is asked once more with the reason, and a second
+bad reply is a :class:`~agentgrad.errors.JudgeReplyError` that quotes it. The judge counts replies
+decoded without the schema (``unconstrained``), so a table can say what its figures rest on.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
 
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.core.model import GenerationSettings, OutputSchema
 from agentgrad.core.trace import Trace
-from agentgrad.errors import ConfigError, JudgeReplyError, ModelError
+from agentgrad.errors import ConfigError, JudgeReplyError, OutputSchemaError
 
 PROTOCOLS = ("all_at_once", "step_by_step", "binary_search", "hybrid")
 
@@ -63,79 +70,73 @@ def render_log(trace: Trace, steps: list[int], upto: int | None = None) -> str:
     return "\n".join(lines)
 
 
+REASON_CHARS = 200  # a one-sentence reason; fewer where the judge's token budget is small
+
+
+def _shape(properties: dict[str, Any], name: str) -> OutputSchema:
+    return OutputSchema(name=name, json_schema={"type": "object", "properties": properties,
+                                                "required": list(properties), "additionalProperties": False})
+
+
 class Judge:
-    """Asks a model about an episode's log; counts its requests."""
+    """Asks a model about an episode's log; counts its requests.
+
+    Args:
+        model: the judge model (any backend).
+        max_new_tokens: its token budget per reply (the reason is shortened to fit it).
+    """
 
     def __init__(self, model: Any, max_new_tokens: int = 256):
-        from agentgrad.core.model import GenerationSettings
-
         self.model, self.requests = model, 0
         self.unparsed = 0  # questions whose two replies both failed to parse
+        self.reasked = 0  # questions asked a second time after a reply that did not parse
+        self.unconstrained = 0  # replies decoded without the output schema (the backend could not constrain)
         self.last_reply = ""
         self.named_agent: str | None = None  # the agent the last all-at-once answer named, if one of the log's
         self.settings = GenerationSettings(temperature=0.0, max_new_tokens=max_new_tokens)
+        # the fixed part of a verdict is about 30 tokens, and a token holds at least one character: a
+        # reason of this many characters always fits the budget
+        self.reason_chars = max(0, min(REASON_CHARS, max_new_tokens - 48))
 
-    def ask(self, prompt: str, parse: Any, fmt: str) -> Any:
+    def reason(self) -> dict[str, Any]:
+        return {"type": "string", "maxLength": self.reason_chars}
+
+    def ask(self, prompt: str, schema: OutputSchema, fmt: str) -> dict[str, Any]:
+        """The reply to ``prompt``, constrained to ``schema`` (described to the model as ``fmt``)."""
         messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}]
+        settings = self.settings.with_output(schema)
+        why = ""
         for attempt in range(2):
             self.requests += 1
-            reply = self.model.generate(messages, None, self.settings).text
+            gen = self.model.generate(messages, None, settings)
+            reply = gen.text
             self.last_reply = reply
-            value = parse(reply)
-            if value is not None:
-                return value
-            messages = messages + [{"role": "assistant", "content": reply},
-                                   {"role": "user", "content": f"That reply does not follow the format. Answer "
-                                                               f"with exactly: {fmt}"}]
+            self.unconstrained += gen.constrained is not True
+            try:
+                return schema.parse(reply)
+            except OutputSchemaError as e:
+                why = str(e)
+            if attempt == 0:
+                self.reasked += 1
+                messages = messages + [{"role": "assistant", "content": reply},
+                                       {"role": "user", "content": f"That reply does not follow the format ({why}). "
+                                                                   f"Answer with exactly one JSON object: {fmt}"}]
         self.unparsed += 1
-        raise JudgeReplyError(f"the judge's reply does not parse (expected {fmt}): {reply.strip()[:160]!r}")
+        raise JudgeReplyError(f"the judge's reply does not parse (expected {fmt}): {why}")
 
 
-def _parse_step(n: int):
-    def parse(reply: str) -> int | None:
-        m = _STEP_NUMBER.search(reply)
-        return int(m.group(1)) if m and 1 <= int(m.group(1)) <= n else None
-    return parse
-
-
-# Patterns without two whitespace runs side by side: "STEP\s*:?\s*(\d+)" and a lazy agent name followed by
-# "\s+STEP" backtrack in quadratic time on a reply with a long run of spaces (6 s for 20,000).
-_STEP_NUMBER = re.compile(r"STEP\s*(?::\s*)?(\d+)", re.I)
-_AGENT = re.compile(r"AGENT\s*:(\s*)([^\n,;]*)", re.I)
-_STEP_WORD = re.compile(r"\bSTEP\b", re.I)
-
-
-def _named_agent(reply: str, agents: set[str]) -> str | None:
-    """The agent after the first "AGENT:" (up to a line end, comma, semicolon or "[and] STEP"), if one of
-    ``agents`` (case-insensitive)."""
-    for m in _AGENT.finditer(reply):
-        said = m.group(2)
-        if not said and not m.group(1).replace("\n", ""):
-            continue  # "AGENT:" with nothing after it on its line: a later one may name the agent
-        for s in _STEP_WORD.finditer(said):
-            if s.start() > 0 and said[s.start() - 1].isspace():
-                said = said[: s.start()].rstrip()
-                if len(said) > 3 and said.lower().endswith("and") and said[-4].isspace():
-                    said = said[:-3]
-                break
-        said = said.strip(" \t*`'\".").lower()  # also "**AGENT:** name" (markdown bold)
-        return next((a for a in agents if a.lower() == said), None)
-    return None
-
-
-def _parse_word(words: tuple[str, ...]):
-    def parse(reply: str) -> str | None:
-        found = [w for w in words if re.search(rf"\b{w}\b", reply, re.I)]
-        return found[0].upper() if len(found) == 1 else None
-    return parse
+def _choice_format(key: str, words: tuple[str, ...]) -> str:
+    return json.dumps({key: " or ".join(words), "reason": "<one sentence>"})
 
 
 def _is_the_mistake(judge: Judge, trace: Trace, steps: list[int], i: int, failure: str) -> bool:
     """Step-by-step's question about step ``i`` (1-based), shown the log up to it."""
-    fmt = "YES or NO"
-    return judge.ask(f"{render_log(trace, steps, i)}\n\n{failure}\n\nIs step {i} the decisive mistake (its output "
-                     f"is wrong, and the steps before it were right)? Answer {fmt}, then one sentence of reason.",
-                     _parse_word(("yes", "no")), fmt) == "YES"
+    fmt = _choice_format("answer", ("YES", "NO"))
+    schema = _shape({"answer": {"enum": ["YES", "NO"]}, "reason": judge.reason()}, "step_verdict")
+    said = judge.ask(f"{render_log(trace, steps, i)}\n\n{failure}\n\nIs step {i} the decisive mistake (its output "
+                     f"is wrong, and the steps before it were right)? Answer with one JSON object: {fmt}",
+                     schema, fmt)
+    return said["answer"] == "YES"
 
 
 def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> list[tuple[int, float]]:
@@ -147,11 +148,15 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
         return []
     failure = f"WHAT WENT WRONG: {loss.text}"
     if protocol == "all_at_once":
-        fmt = "AGENT: <name> and STEP: <number>"
-        i = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nWhich agent made the decisive mistake, and at "
-                      f"which step? Answer with {fmt}, then one sentence of reason.", _parse_step(len(steps)), fmt)
-        judge.named_agent = _named_agent(judge.last_reply, {trace.nodes[n].name for n in steps})
-        return [(steps[i - 1], 1.0)]
+        agents = sorted({trace.nodes[n].name for n in steps})
+        fmt = (f'{{"agent": "<one of: {", ".join(agents)}>", "step": <a step number, 1 to {len(steps)}>, '
+               f'"reason": "<one sentence>"}}')
+        schema = _shape({"agent": {"enum": agents}, "step": {"enum": list(range(1, len(steps) + 1))},
+                         "reason": judge.reason()}, "verdict")
+        said = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nWhich agent made the decisive mistake, and "
+                         f"at which step? Answer with one JSON object: {fmt}", schema, fmt)
+        judge.named_agent = said["agent"]
+        return [(steps[said["step"] - 1], 1.0)]
     if protocol == "hybrid":
         (named, _), = judge_blame(judge, trace, loss, "all_at_once")
         agent = judge.named_agent or trace.nodes[named].name
@@ -162,11 +167,12 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
         found = next((i for i in range(1, len(steps) + 1) if _is_the_mistake(judge, trace, steps, i, failure)), None)
         return [(steps[(found or len(steps)) - 1], 1.0)]
     lo, hi = 1, len(steps)
+    fmt = _choice_format("half", ("LOWER", "UPPER"))
+    schema = _shape({"half": {"enum": ["LOWER", "UPPER"]}, "reason": judge.reason()}, "half_verdict")
     while lo < hi:
         mid = (lo + hi) // 2
-        fmt = "LOWER or UPPER"
         said = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nThe decisive mistake is in steps {lo} to "
                          f"{hi}. Is it in the lower half (steps {lo} to {mid}) or the upper half (steps {mid + 1} to "
-                         f"{hi})? Answer {fmt}, then one sentence of reason.", _parse_word(("lower", "upper")), fmt)
-        lo, hi = (lo, mid) if said == "LOWER" else (mid + 1, hi)
+                         f"{hi})? Answer with one JSON object: {fmt}", schema, fmt)
+        lo, hi = (lo, mid) if said["half"] == "LOWER" else (mid + 1, hi)
     return [(steps[lo - 1], 1.0)]

@@ -24,7 +24,8 @@ def blame_command(
                                                                 "agent (its last call); default the last call."),
     trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
     method: list[str] = typer.Option([], "--method", help=f"Blame method(s), repeatable or comma-separated: any name "
-                                     f"of bench blame --methods (default {DEFAULT_METHOD}; provenance needs no model)."),
+                                     f"of bench blame --methods (default {DEFAULT_METHOD} beside provenance, the string walk that "
+                                     f"needs no model: a gradient verdict means something only where they differ)."),
     scorer: str = typer.Option("smollm2", "--scorer", help="White-box scorer for the gradient methods: smollm2, a "
                                                            "folder or hub id, gguf:FILE (a surrogate of the app's model)."),
     judge: str = typer.Option("", "--judge", help="A model for the judge methods (openai:MODEL@URL, smollm2, ...)."),
@@ -43,7 +44,7 @@ def blame_command(
     from agentgrad.importers.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
-    names = select_methods(",".join(method) or DEFAULT_METHOD, judge=bool(judge))
+    names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge))
     check_new_output(out, overwrite, "dir", protect=[trace])
     jm = Judge(make_judge(judge)) if judge else None
     sc = None

@@ -209,7 +209,7 @@ class Agent:
                     tools=schemas,
                     parents=sorted({s.source for s in spans}),
                     model={"ref": self.model_ref or getattr(self.model, "name", ""), **self.model.describe()},
-                    settings=self.settings.model_dump(),
+                    settings=self.settings.record(),
                     usage=dict(gen.usage),
                     timing={"start": t0, "seconds": round(time.time() - t0, 6)},
                     meta={"invocation": invocation, "round": round_, "finish_reason": gen.finish_reason}

@@ -10,7 +10,9 @@ and no call waits for a batch to end before it starts.
 Rows of different lengths share one left-padded key/value cache: keys are stored already rotated
 for their own positions, each row carries its own position ids and attention mask, and padding is
 masked. Greedy decoding is what is batched: its result does not depend on which other calls share
-the batch (up to float rounding of the batched matrix products). Models whose cache is not a plain
+the batch (up to float rounding of the batched matrix products). A row may carry an output schema's
+constraint (:mod:`agentgrad.models.constrain`): its logits are masked before its choice, other
+rows' are not, so constrained and free calls share the batch. Models whose cache is not a plain
 per-layer key/value store (sliding-window layers, for one) are not batched this way:
 :func:`supports_continuous_batching` says which.
 """
@@ -147,8 +149,9 @@ class Row:
     """One waiting or decoding call: its prompt ids, token limit, stop strings and, once done, its
     generated ids (the end-of-sequence token kept) or its error."""
 
-    def __init__(self, ids: list[int], limit: int, stop: tuple[str, ...]):
+    def __init__(self, ids: list[int], limit: int, stop: tuple[str, ...], constraint: Any = None):
         self.ids, self.limit, self.stop = ids, limit, stop
+        self.constraint = constraint  # a RowConstraint (an output schema), or None
         self.new: list[int] = []
         self.pos = len(ids)  # position of the next token fed to the model
         self.error: BaseException | None = None
@@ -179,9 +182,10 @@ class ContinuousBatcher:
         self.peak_rows = 0  # the most rows decoded in one step
         self.joined = 0  # rows admitted while other rows were decoding
 
-    def generate(self, ids: list[int], limit: int, stop: tuple[str, ...] = ()) -> list[int]:
-        """The generated ids of one greedy call (blocks until it is done)."""
-        row = Row(ids, limit, tuple(stop))
+    def generate(self, ids: list[int], limit: int, stop: tuple[str, ...] = (), constraint: Any = None) -> list[int]:
+        """The generated ids of one greedy call (blocks until it is done); ``constraint``: a
+        :class:`~agentgrad.models.constrain.RowConstraint` its tokens must satisfy."""
+        row = Row(ids, limit, tuple(stop), constraint)
         with self._cond:
             if self._closed:
                 raise ModelError("the model is shutting down (the interpreter is exiting)")
@@ -252,17 +256,27 @@ class ContinuousBatcher:
             return False
         if r.new[-1] in self.stops or len(r.new) >= r.limit:
             return True
+        if r.constraint is not None and r.constraint.stopped():  # the shape is complete: nothing but eos can follow
+            return True
         if r.stop:
             text = self.tokenizer.decode(r.new, skip_special_tokens=False)
             return any(s in text for s in r.stop)
         return False
 
-    def _argmax(self, logits: Any) -> list[int]:
-        """Greedy choice per row of (B, V) logits, never a suppressed token."""
+    def _argmax(self, logits: Any, rows: list[Row]) -> list[int]:
+        """Greedy choice per row of (B, V) logits, never a suppressed token nor one that leaves the
+        row's output schema (the chosen tokens are consumed by the rows' constraints)."""
+        from agentgrad.models.constrain import mask_rows
+
+        logits = mask_rows(logits, [r.constraint for r in rows])
         if self.suppressed:
             logits = logits.clone()
             logits[:, [t for t in self.suppressed if t < logits.shape[-1]]] = float("-inf")
-        return [int(t) for t in logits.argmax(dim=-1).tolist()]
+        chosen = [int(t) for t in logits.argmax(dim=-1).tolist()]
+        for r, t in zip(rows, chosen):
+            if r.constraint is not None:
+                r.constraint.consume(t)
+        return chosen
 
     def _grown(self, mask: Any) -> Any:
         import torch
@@ -280,7 +294,7 @@ class ContinuousBatcher:
         with torch.no_grad():
             out = self.model(input_ids=ids, attention_mask=full, position_ids=pos, use_cache=True,
                              **{cache_kwarg(self.model): cache})
-        nxt = self._argmax(out.logits[:, -1, :])  # (B,)
+        nxt = self._argmax(out.logits[:, -1, :], active)  # (B,)
         for r, t in zip(active, nxt):
             r.new.append(int(t))
             r.pos += 1
@@ -302,7 +316,7 @@ class ContinuousBatcher:
         with torch.no_grad():
             out = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
                              use_cache=True, logits_to_keep=1)  # the last position's logits only
-        first = self._argmax(out.logits[:, -1, :])  # (B,)
+        first = self._argmax(out.logits[:, -1, :], rows)  # (B,)
         for r, t in zip(rows, first):
             r.new.append(int(t))
         kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
@@ -323,7 +337,7 @@ class ContinuousBatcher:
         with torch.no_grad():
             out = self.model(input_ids=ids, attention_mask=mask.to(dev), position_ids=pos, use_cache=True,
                              logits_to_keep=1, **{cache_kwarg(self.model): DynamicCache(ddp_cache_data=past)})
-        r.new.append(self._argmax(out.logits[:, -1, :])[0])
+        r.new.append(self._argmax(out.logits[:, -1, :], [r])[0])
         kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
         self.prefixes.add(r.ids, kv)
         return kv, mask

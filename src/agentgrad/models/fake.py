@@ -1,14 +1,22 @@
-"""A scripted model: replies come from a queue (text or tool calls). For tests and examples."""
+"""A scripted model: replies come from a queue (text or tool calls). For tests and examples.
+
+A call with an output schema (``settings.output``) is answered as a backend that constrains decoding
+would be: the scripted reply must have the shape (else a one-line :class:`OutputSchemaError` names
+the script's mistake) and is marked ``constrained``. ``structured=False`` plays a backend without
+structured output instead: the schema is ignored and the reply marked unconstrained, so the caller's
+parse-and-re-ask is what runs.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import deque
 from typing import Any, Callable, Iterable
 
 from agentgrad.core.trace import ToolCall
-from agentgrad.errors import ConfigError, ModelError
+from agentgrad.errors import ConfigError, ModelError, OutputSchemaError
 from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
 
 Reply = "str | dict[str, Any] | Generation"
@@ -45,6 +53,7 @@ class FakeModel(ThreadedAsyncMixin):
         replies: replies served in order (see :func:`to_generation`).
         responder: called as ``responder(messages, tools)`` when given; its return is a reply.
         cycle: start the queue again when it runs out, instead of raising.
+        structured: honour output schemas (check each reply against it); False: ignore them.
     """
 
     def __init__(
@@ -53,12 +62,14 @@ class FakeModel(ThreadedAsyncMixin):
         responder: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Any] | None = None,
         cycle: bool = False,
         name: str = "fake",
+        structured: bool = True,
     ):
         self.name = name
         self._script = [to_generation(r) for r in replies]
         self._queue = deque(self._script)
         self.responder = responder
         self.cycle = cycle
+        self.structured = structured
         self.requests: list[list[dict[str, Any]]] = []  # every messages list received, for tests
         self._lock = threading.Lock()
 
@@ -66,12 +77,25 @@ class FakeModel(ThreadedAsyncMixin):
         return {"backend": "fake", "name": self.name}
 
     def generate(self, messages, tools, settings: GenerationSettings) -> Generation:
+        schema = settings.output
+        if schema is not None and self.structured:
+            schema.check()
         with self._lock:
             self.requests.append(messages)
             if self.responder is not None:
-                return to_generation(self.responder(messages, tools))
-            if not self._queue and self.cycle and self._script:
-                self._queue.extend(self._script)
-            if not self._queue:
-                raise ModelError(f"fake model {self.name!r} ran out of scripted replies")
-            return self._queue.popleft()
+                gen = to_generation(self.responder(messages, tools))
+            else:
+                if not self._queue and self.cycle and self._script:
+                    self._queue.extend(self._script)
+                if not self._queue:
+                    raise ModelError(f"fake model {self.name!r} ran out of scripted replies")
+                gen = self._queue.popleft()
+        if schema is None or gen.tool_calls:
+            return gen
+        if self.structured:
+            try:
+                schema.parse(gen.text)
+            except OutputSchemaError as e:
+                raise OutputSchemaError(f"fake model {self.name!r}: a scripted reply breaks output schema "
+                                        f"{schema.name!r}: {e}") from None
+        return dataclasses.replace(gen, constrained=self.structured)

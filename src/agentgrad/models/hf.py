@@ -2,7 +2,10 @@
 
 Weights load once per process per (path, dtype, device) and are shared by every agent naming
 them. Prompts are rendered with the tokenizer's chat template (with tools where the template
-supports them); tool calls are parsed from the generated text (see ``toolparse``).
+supports them); tool calls are parsed from the generated text (see ``toolparse``). A template that
+has no tools (it renders the same with and without them, as SmolLM2's ChatML does) gets them as a
+schema-constrained JSON reply instead (``toolschema``). An output schema in the settings constrains
+decoding token by token (``constrain``: llguidance masks), greedy, batched or sampled.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentgrad.core.config import validate
 from agentgrad.errors import ContextLengthError, ModelError
 from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
+from agentgrad.models import toolschema
 from agentgrad.models.batching import ContinuousBatcher, supports_continuous_batching
 from agentgrad.models.toolparse import parse_tool_calls
 
@@ -165,6 +169,31 @@ class HFModel(ThreadedAsyncMixin):
         # model's cache allows it; else compatible waiting calls share one padded generate
         self.batcher = (ContinuousBatcher(self.model, self.tokenizer, self._lock, self.max_batch)
                         if supports_continuous_batching(self.model) else None)
+        self._compiler: Any = None
+        self._template_tools: bool | None = None  # whether the chat template renders tools at all
+
+    def compiler(self) -> Any:
+        """Output schemas compiled for this tokenizer (built on first use)."""
+        if self._compiler is None:
+            from agentgrad.models.constrain import Compiler
+
+            eos = self.model.generation_config.eos_token_id
+            ids = [t for t in dict.fromkeys([self.tokenizer.eos_token_id, *(eos if isinstance(eos, list) else [eos])])
+                   if t is not None]
+            vocab = self.model.get_output_embeddings().weight.shape[0]
+            self._compiler = Compiler(self.tokenizer, vocab, ids, self.options.path)
+        return self._compiler
+
+    def template_has_tools(self) -> bool:
+        """Whether the chat template shows tools to the model (a template that ignores them renders
+        the same text with and without a tool)."""
+        if self._template_tools is None:
+            probe = [{"role": "system", "content": "You help."}, {"role": "user", "content": "hi"}]
+            tool = [{"type": "function", "function": {"name": "agentgrad_probe_tool", "description": "probe",
+                                                      "parameters": {"type": "object", "properties": {}}}}]
+            self._template_tools = (render_chat(self.tokenizer, probe, tool, add_generation_prompt=True)
+                                    != render_chat(self.tokenizer, probe, None, add_generation_prompt=True))
+        return self._template_tools
 
     @classmethod
     def shared(cls, name: str = "hf", **options: Any) -> "HFModel":
@@ -187,7 +216,13 @@ class HFModel(ThreadedAsyncMixin):
         """One reply. Greedy calls made at the same time from several threads (concurrent episodes)
         are decoded together: continuously batched (:mod:`agentgrad.models.batching`), else in one
         padded ``generate``; seeded sampling runs alone, so that its result never depends on what
-        else ran."""
+        else ran. ``settings.output`` constrains the reply to its schema (on any of these paths)."""
+        schema_tools = bool(tools) and not self.template_has_tools()
+        if schema_tools:  # a template without tools: the tools in the prompt, the reply a JSON tool call
+            messages = toolschema.messages_without_tools(messages, tools)
+            settings = settings.with_output(toolschema.tool_reply_schema(tools))
+            tools = None
+        constraint = self.compiler().row(settings.output) if settings.output is not None else None
         prompt = render_chat(self.tokenizer, messages, tools, add_generation_prompt=True)
         ids = self.tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"][0]  # (T,)
         n = ids.shape[0]
@@ -197,10 +232,10 @@ class HFModel(ThreadedAsyncMixin):
             )
         cap = self.max_context - n
         limit = cap if settings.max_new_tokens is None else min(settings.max_new_tokens, cap)
-        req = _Request(ids, limit, settings)
+        req = _Request(ids, limit, settings, constraint)
         if req.greedy and self.batcher is not None:
-            new = self.batcher.generate(ids.tolist(), limit, tuple(settings.stop))
-            return self._reply(new, n, limit, tools, settings)
+            new = self.batcher.generate(ids.tolist(), limit, tuple(settings.stop), constraint)
+            return self._reply(new, n, limit, tools, settings, schema_tools)
         with self._queue_lock:
             self._pending.append(req)
         while not req.done:
@@ -223,7 +258,7 @@ class HFModel(ThreadedAsyncMixin):
                     r.new, r.done = new, True
         if req.error is not None:
             raise req.error
-        return self._reply(req.new, n, limit, tools, settings)
+        return self._reply(req.new, n, limit, tools, settings, schema_tools)
 
     def _decode(self, batch: list["_Request"]) -> list[list[int]]:
         """Generated token ids of each request (left-padded into one batch; eos and padding cut)."""
@@ -246,6 +281,8 @@ class HFModel(ThreadedAsyncMixin):
             kw.update(temperature=None, top_p=None, top_k=None)
         if settings.stop:
             kw.update(stop_strings=settings.stop, tokenizer=self.tokenizer)
+        if any(r.constraint is not None for r in batch):
+            kw["logits_processor"] = _schema_processor([r.constraint for r in batch], width)
         with torch.no_grad(), torch.random.fork_rng(devices=[] if self.device.type == "cpu" else [self.device]):
             if settings.seed is not None:
                 torch.manual_seed(settings.seed)
@@ -259,7 +296,8 @@ class HFModel(ThreadedAsyncMixin):
             result.append(new[:end])
         return result
 
-    def _reply(self, new: list[int], n: int, limit: int, tools: Any, settings: GenerationSettings) -> Generation:
+    def _reply(self, new: list[int], n: int, limit: int, tools: Any, settings: GenerationSettings,
+               schema_tools: bool = False) -> Generation:
         raw = self.tokenizer.decode(new, skip_special_tokens=False)
         for special in {self.tokenizer.eos_token, self.tokenizer.pad_token} - {None}:
             raw = raw.replace(special, "")
@@ -271,20 +309,40 @@ class HFModel(ThreadedAsyncMixin):
                 if s in text:
                     text = text[: text.index(s)]
         finish = "tool_calls" if calls else ("length" if len(new) >= limit else "stop")
-        return Generation(
+        gen = Generation(
             text=text,
             tool_calls=calls,
             usage={"prompt_tokens": n, "completion_tokens": len(new)},
             finish_reason=finish,
             raw=raw if calls else None,
+            constrained=True if settings.output is not None else None,
         )
+        return toolschema.parse_tool_reply(gen) if schema_tools else gen
+
+
+def _schema_processor(constraints: list[Any], width: int) -> Any:
+    """A logits processor for ``generate`` that masks each row by its constraint (None: free) and
+    feeds it the token chosen at the previous step (rows are left-padded to ``width`` prompt tokens)."""
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    from agentgrad.models.constrain import mask_rows
+
+    class SchemaMask(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:  # (B, T), (B, V)
+            if input_ids.shape[1] > width:  # a token was chosen since the last call
+                for c, t in zip(constraints, input_ids[:, -1].tolist()):
+                    if c is not None:
+                        c.consume(t)
+            return mask_rows(scores, constraints)
+
+    return LogitsProcessorList([SchemaMask()])
 
 
 class _Request:
     """One waiting ``generate`` call. Greedy calls with the same limit and stop strings share a batch."""
 
-    def __init__(self, ids: Any, limit: int, settings: GenerationSettings):
-        self.ids, self.limit, self.settings = ids, limit, settings
+    def __init__(self, ids: Any, limit: int, settings: GenerationSettings, constraint: Any = None):
+        self.ids, self.limit, self.settings, self.constraint = ids, limit, settings, constraint
         self.greedy = settings.temperature == 0
         self.key = (limit, tuple(settings.stop)) if self.greedy else id(self)
         self.done, self.new, self.error = False, [], None

@@ -3,19 +3,35 @@
 
 Serves a local model to any OpenAI-compatible client (``agentgrad testing serve``), and the tests of
 the ``openai`` backend use it: it speaks HTTP and the wire format, so the client's retries, timeouts
-and tool-call handling are exercised for real. Loopback only.
+and tool-call handling are exercised for real. ``response_format`` (``json_schema``, or llama.cpp's
+``json_object`` with a ``schema``) is passed to the model as an output schema, so a served local
+model decodes under it; ``structured=False`` answers such a request with a 400 instead, as a server
+without structured output does. Loopback only.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentgrad.core.model import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel, OutputSchema
+
+
+def output_schema(response_format: Any) -> OutputSchema | None:
+    """The output schema a request's ``response_format`` asks for (None: free text)."""
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        return OutputSchema(name=spec.get("name") or "reply", json_schema=spec.get("schema") or {})
+    if response_format.get("type") == "json_object" and isinstance(response_format.get("schema"), dict):
+        return OutputSchema(json_schema=response_format["schema"])
+    return None
 
 
 def _from_openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -43,11 +59,14 @@ class OpenAICompatServer:
         port: 0 picks a free port.
         latency: seconds every request waits before it is answered (a remote model's round trip;
             requests wait concurrently, as they would on a real server).
+        structured: honour ``response_format``; False: refuse it with a 400, as a server without
+            structured output does.
     """
 
     def __init__(self, model: LanguageModel, fail_rate: float = 0.0, seed: int = 0, port: int = 0, model_id: str = "tiny",
-                 latency: float = 0.0):
+                 latency: float = 0.0, structured: bool = True):
         self.model = model
+        self.structured = structured
         self.latency = latency
         self.fail_rate = fail_rate
         self.model_id = model_id
@@ -55,6 +74,7 @@ class OpenAICompatServer:
         self._lock = threading.Lock()
         self.stats = {"requests": 0, "failed": 0, "answered": 0}
         self.bodies: list[dict[str, Any]] = []  # every request body answered, for tests
+        self._conns: set[Any] = set()  # open client connections (kept alive between requests)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -69,8 +89,17 @@ class OpenAICompatServer:
         return self
 
     def stop(self) -> None:
+        """Stop as a server process that exits does: no new connection is accepted, and the open
+        (kept-alive) ones are closed, so a client sees refused connections from then on."""
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self) -> "OpenAICompatServer":
         return self.start()
@@ -98,6 +127,7 @@ class OpenAICompatServer:
             max_new_tokens=body.get("max_tokens") or body.get("max_completion_tokens"),
             seed=body.get("seed"),
             stop=body.get("stop") or [],
+            output=output_schema(body.get("response_format")),
         )
         gen = self.model.generate(_from_openai_messages(body["messages"]), body.get("tools"), settings)
         message: dict[str, Any] = {"role": "assistant", "content": gen.text}
@@ -133,6 +163,19 @@ class OpenAICompatServer:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._conns.discard(self.connection)
+                try:
+                    super().finish()
+                except OSError:  # the connection was closed by stop()
+                    pass
+
             def _send(self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(code)
@@ -167,6 +210,10 @@ class OpenAICompatServer:
                     return
                 try:
                     body = json.loads(raw)
+                    if body.get("response_format") and not server.structured:
+                        self._send(400, {"error": {"message": "response_format is not supported by this server",
+                                                   "type": "invalid_request_error"}})
+                        return
                     self._send(200, server.complete(body))
                 except Exception as e:  # report as the servers we imitate do
                     self._send(400, {"error": {"message": f"{type(e).__name__}: {e}", "type": "invalid_request_error"}})

@@ -1,22 +1,23 @@
 """Prompt optimizers: an LLM that rewrites the blamed agents' prompts, and a deterministic baseline.
 
-Both return new prompts for the blamed agents only. The LLM's reply is validated (it parses as
-JSON, names only blamed agents, leaves no prompt empty, keeps protected spans verbatim, stays
-under a length cap); a rejected reply is retried with the reason, and after ``max_attempts``
-the step is skipped (the caller logs it) and the run goes on.
+Both return new prompts for the blamed agents only. The LLM is asked for one JSON object
+``{"prompts": {agent: prompt}}`` whose shape (the blamed agents only, each a non-empty string under
+the length cap) goes with the request as an output schema (:func:`rewrite_schema`): a backend that
+constrains decoding can only answer in it. The reply is still validated (it parses, names only
+blamed agents, leaves no prompt empty, keeps protected spans verbatim, stays under the cap); a
+rejected reply is retried with the reason, and after ``max_attempts`` the step is skipped (the
+caller logs it) and the run goes on.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.agent import Prompt
-from agentgrad.errors import AgentgradError
-from agentgrad.core.model import GenerationSettings, LanguageModel
+from agentgrad.errors import AgentgradError, OutputSchemaError, ServerUnreachableError
+from agentgrad.core.model import GenerationSettings, LanguageModel, OutputSchema
 from agentgrad.optim import prompts as T
 
 
@@ -68,6 +69,7 @@ class StepResult:
     errors: list[str] = field(default_factory=list)
     skipped: bool = False
     notes: list[str] = field(default_factory=list)  # what was changed and why, in words (logged with the step)
+    unconstrained: int = 0  # LLM replies decoded without the output schema (a backend that could not constrain)
 
 
 class Optimizer(Protocol):
@@ -82,14 +84,31 @@ class TargetSource(Protocol):
     def targets(self, trace: Any, parents: dict[int, list[int]], loss: Any) -> dict[int, str]: ...
 
 
-def parse_reply(text: str) -> Any:
-    """The JSON object in an LLM reply (code fences and prose around it are allowed)."""
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
-    candidate = fenced.group(1) if fenced else text[text.find("{") : text.rfind("}") + 1]
+def parse_reply(text: str, schema: OutputSchema | None = None) -> Any:
+    """The JSON object in an LLM reply (code fences and prose around it are allowed), checked
+    against ``schema`` when given; an :class:`UpdateError` saying what is wrong."""
     try:
-        return json.loads(candidate)
-    except json.JSONDecodeError as e:
-        raise UpdateError(f"the reply is not JSON ({e.msg}); received: {cut(text.strip(), 200)!r}") from None
+        return (schema or OutputSchema(json_schema={})).parse(text)
+    except OutputSchemaError as e:
+        raise UpdateError(str(e)) from None
+
+
+CHARS_PER_TOKEN = 3  # fewer than English text takes (about 4.5): a prompt of this length fits the token budget
+
+
+def rewrite_schema(blamed: list[str], max_chars: int, max_new_tokens: int | None = None) -> OutputSchema:
+    """The shape of an optimizer's reply: ``{"prompts": {agent: prompt}}``, every blamed agent (and no
+    other) with a non-empty prompt of at most ``max_chars`` characters, and short enough that all of
+    them fit ``max_new_tokens`` (a small model constrained to a string otherwise writes on until the
+    budget cuts the reply, which then does not parse)."""
+    cap = max_chars
+    if max_new_tokens is not None:  # about 16 tokens of JSON around each prompt
+        cap = min(cap, max(1, CHARS_PER_TOKEN * (max_new_tokens - 8 - 16 * len(blamed)) // max(len(blamed), 1)))
+    prompt = {"type": "string", "minLength": 1, "maxLength": cap}
+    return OutputSchema(name="rewrite", json_schema={
+        "type": "object", "additionalProperties": False, "required": ["prompts"],
+        "properties": {"prompts": {"type": "object", "properties": {a: prompt for a in blamed},
+                                   "required": list(blamed), "additionalProperties": False}}})
 
 
 def validate_update(reply: Any, inp: StepInput, max_chars: int) -> dict[str, str]:
@@ -159,22 +178,31 @@ class PromptOptimizer:
 
 def ask_for_prompts(model: LanguageModel, msgs: list[dict[str, Any]], inp: StepInput, max_attempts: int,
                     max_chars: int, settings: GenerationSettings) -> StepResult:
-    """New prompts from an LLM: its reply validated, a rejected one retried with the reason; after
-    ``max_attempts`` (or a failure of the model) the step is skipped and the run goes on."""
+    """New prompts from an LLM, decoded under :func:`rewrite_schema`: its reply validated, a rejected
+    one retried with the reason; after ``max_attempts`` (or a failure of the model) the step is
+    skipped and the run goes on. A model server that cannot be reached stops the run instead."""
     errors: list[str] = []
+    schema = rewrite_schema(inp.blamed, max_chars, settings.max_new_tokens)
+    settings = settings.with_output(schema)
+    unconstrained = 0
     for attempt in range(1, max_attempts + 1):
         try:
-            reply = model.generate(msgs, None, settings).text
+            gen = model.generate(msgs, None, settings)
+        except ServerUnreachableError:
+            raise
         except AgentgradError as e:  # the optimizer model failed: skip the step, keep the run
             errors.append(f"optimizer model failed: {e}")
             break
+        reply = gen.text
+        unconstrained += gen.constrained is not True
         try:
-            return StepResult(validate_update(parse_reply(reply), inp, max_chars), attempt, errors)
+            return StepResult(validate_update(parse_reply(reply), inp, max_chars), attempt, errors,
+                              unconstrained=unconstrained)
         except UpdateError as e:
             errors.append(str(e))
             msgs = msgs + [{"role": "assistant", "content": reply},
                            {"role": "user", "content": T.OPTIMIZER_RETRY.format(error=e, blamed=", ".join(inp.blamed))}]
-    return StepResult({}, len(errors), errors, skipped=True)
+    return StepResult({}, len(errors), errors, skipped=True, unconstrained=unconstrained)
 
 
 def add_warning(prompt: str, bullets: list[str]) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from agentgrad.blame.backward import VerbalLoss, cut
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ModelError
-from agentgrad.core.model import GenerationSettings, LanguageModel
+from agentgrad.core.model import GenerationSettings, LanguageModel, OutputSchema
 from agentgrad.optim import prompts as T
 from agentgrad.optim.optimizer import (
     StepInput, StepResult, UpdateError, add_warning, ask_for_prompts, parse_reply, render_history,
@@ -51,20 +51,37 @@ class ScriptedTargetWriter:
         return f"Output from which {reader.name} can produce: {cut(' '.join(reader_target.split()), 200)}"
 
 
+def target_schema(max_chars: int, max_new_tokens: int | None = None) -> OutputSchema:
+    """The shape of a target writer's reply: ``{"target": "<a non-empty output>"}``, short enough to fit
+    ``max_new_tokens`` (as :func:`~agentgrad.optim.optimizer.rewrite_schema`)."""
+    from agentgrad.optim.optimizer import CHARS_PER_TOKEN
+
+    cap = max_chars if max_new_tokens is None else min(max_chars, max(1, CHARS_PER_TOKEN * (max_new_tokens - 16)))
+    return OutputSchema(name="target", json_schema={
+        "type": "object", "properties": {"target": {"type": "string", "minLength": 1, "maxLength": cap}},
+        "required": ["target"], "additionalProperties": False})
+
+
 class LLMTargetWriter:
-    """Targets written by an LLM (any backend); a reply that does not parse is asked again with the
-    reason, and after ``max_attempts`` a one-line :class:`ModelError`."""
+    """Targets written by an LLM (any backend), its reply constrained to :func:`target_schema`; a
+    reply that does not parse all the same (a backend that could not constrain it) is asked again
+    with the reason, and after ``max_attempts`` a one-line :class:`ModelError`."""
 
     def __init__(self, model: LanguageModel, max_attempts: int = 3, max_chars: int = 4000,
                  settings: GenerationSettings | None = None):
         self.model, self.max_attempts, self.max_chars = model, max_attempts, max_chars
         self.settings = settings or GenerationSettings(max_new_tokens=2048)
+        self.unconstrained = 0  # replies decoded without the output schema
 
     def _ask(self, user: str) -> str:
         msgs: list[dict[str, Any]] = [{"role": "system", "content": T.TARGET_SYSTEM}, {"role": "user", "content": user}]
         last = ""
+        schema = target_schema(self.max_chars, self.settings.max_new_tokens)
+        settings = self.settings.with_output(schema)
         for _ in range(self.max_attempts):
-            reply = self.model.generate(msgs, None, self.settings).text
+            gen = self.model.generate(msgs, None, settings)
+            reply = gen.text
+            self.unconstrained += gen.constrained is not True
             try:
                 data = parse_reply(reply)
                 target = data.get("target") if isinstance(data, dict) else None

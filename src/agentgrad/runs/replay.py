@@ -12,7 +12,10 @@ system again with
   seeded per call and sample, so a replay is reproducible);
 - every call downstream of it generated again by the agents' own model and settings,
 
-and reports whether the final answer is right, with the generations it took. Supported: systems in
+and reports whether the final answer is right, with the generations it took. The answer is checked
+by ``check`` (the task's metric, code): no model is asked for a verdict, so replay has no reply
+format to constrain; agents that declare an output schema keep it in their replays (the sampled
+call's settings are the agent's, with only temperature and seed replaced). Supported: systems in
 which every agent makes one call per run (no tool rounds); anything else is a one-line
 :class:`~agentgrad.errors.ConfigError`.
 """
@@ -24,7 +27,7 @@ from typing import Any, Callable
 
 from agentgrad.core.model import Generation, ThreadedAsyncMixin
 from agentgrad.core.trace import Trace
-from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.errors import AgentgradError, ConfigError, ServerUnreachableError
 
 TEMPERATURE = 0.7  # a fresh sample: the usual sampling temperature of chat models
 
@@ -106,6 +109,8 @@ class Replayer:
         generations = 1 + sum(self.trace.nodes[n].kind == "call" for n in after)
         try:
             ep = system.run(self.example, id=f"{self.episode}-replay-{node}-{sample}")
+        except ServerUnreachableError:  # no server: not a replay that failed, a benchmark that cannot go on
+            raise
         except AgentgradError:  # a replay that breaks the run (a reply too long, ...) did not make it right
             return False, generations
         return bool(self.check(ep.output, ep.trace)), generations

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from agentgrad.core.system import System, wrap_inputs
 from agentgrad.core.trace import Trace
-from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.errors import AgentgradError, ConfigError, ServerUnreachableError
 from agentgrad.core.files import read_text
 from agentgrad.core.redact import redact_text
 from agentgrad.runs.rundir import RunDir
@@ -105,16 +105,23 @@ async def run_inputs(
     id) and logged before the next counts as done, so a crash loses at most the episodes in
     flight; ``RunDir(resume=True)`` continues, matching inputs by id (:func:`plan_inputs`).
     A user-level error in one episode (a prompt too long, a model that keeps failing) is logged
-    with its partial trace and the run goes on.
+    with its partial trace and the run goes on. A model server that cannot be reached
+    (:class:`~agentgrad.errors.ServerUnreachableError`: a wrong URL at the first call, or a server
+    that stopped answering for its breaker's time) stops the run instead: no input is started after
+    it, the episodes in flight end (they fail at once), the inputs it cut short are not recorded
+    (a resumed run runs them), and the error is raised with how much was kept.
     """
     plan, done = plan_inputs(examples, run_dir)
     summary = RunSummary(total=len(examples), skipped=len(done))
     sem = asyncio.Semaphore(max(1, concurrency))
     t0 = time.time()
     run_dir.log("run_started", inputs=len(examples), already_done=len(done))
+    stopped: list[ServerUnreachableError] = []
 
     async def one(p: Planned, example: dict[str, Any]) -> None:
         async with sem:
+            if stopped:
+                return
             trace = Trace(id=p.id, meta={"index": p.index, "system": system.name})
             started = time.time()
             try:
@@ -123,6 +130,9 @@ async def run_inputs(
                     output = await system.aforward(**inputs)
                 trace.meta["output"] = str(output)
                 status, error = "input_done", None
+            except ServerUnreachableError as e:  # not this input's fault: it is run again on --resume
+                stopped.append(e)
+                return
             except AgentgradError as e:
                 status, error = "input_failed", redact_text(str(e))
                 trace.meta["error"] = error
@@ -145,6 +155,12 @@ async def run_inputs(
 
     await asyncio.gather(*(one(p, ex) for p, ex in zip(plan, examples) if p.id not in done))
     summary.seconds = round(time.time() - t0, 3)
+    if stopped:
+        kept = summary.done + summary.skipped
+        run_dir.log("run_stopped", error=redact_text(str(stopped[0])), done=summary.done, failed=len(summary.failed),
+                    seconds=summary.seconds)
+        raise ServerUnreachableError(f"{redact_text(str(stopped[0]))}; the run stopped with {kept} of {summary.total} "
+                                     f"inputs done (kept in {run_dir.path}; continue with --resume)")
     run_dir.log("run_finished", done=summary.done, failed=len(summary.failed), seconds=summary.seconds)
     return summary
 
