@@ -27,8 +27,11 @@ def _p(p: float) -> str:
 
 def cell(fig: dict) -> str:
     v = fig["agent_top1"]["value"]
-    d = fig.get("vs_provenance")
-    return f"{v:.2f}" if d is None else f"{v:.2f} ({d['diff']:+.2f}, p {_p(d['p'])})"
+    d, b = fig.get("vs_provenance"), fig.get("vs_best_free")
+    if d is None:
+        return f"{v:.2f}"
+    best = "" if b is None or b["baseline"] == "provenance" else f"; {b['diff']:+.2f} vs best, p {_p(b['p'])}"
+    return f"{v:.2f} ({d['diff']:+.2f}, p {_p(d['p'])}{best})"
 
 
 def main() -> None:
@@ -48,7 +51,8 @@ def main() -> None:
         sys.exit(f"blame_table: {a.metrics} has no method {missing[0]!r}")
     faults = [k.split("=", 1)[1] for k in g if k.startswith("fault=")]
     print(f"{m['episodes']} episodes; chance {m['chance_agent_top1']:.2f}; cells: agent top-1 (paired "
-          "difference with `provenance`, sign test p)\n")
+          "difference with `provenance`, sign test p; and with the best model-free method of the cell where "
+          "that is another)\n")
     for fault in faults:
         topos = [t for t in TOPOLOGIES if f"topology={t},fault={fault}" in g]
         n = g[f"fault={fault}"][methods[0]]["n"]

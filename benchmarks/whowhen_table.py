@@ -14,7 +14,10 @@ each method's own time per log. Judges get a column counting the logs where they
 parsable verdict even after the re-ask, or a log longer than the judge's context.
 
 The figures are the library's own summary of the records (``summarize_whowhen``: agent and step
-accuracy, ties at the top earning 1/ties, 95% Wilson intervals); beside them two baselines read from
+accuracy, ties at the top earning 1/ties, 95% Wilson intervals). Where the trivial priors ran
+(``first``, ``most_active``, ``position:F``; a folder of them can join with ``--also``), a second
+table pairs every method, log by log, with the best prior at each level and with ``provenance``
+(difference, its bootstrap interval, logs won / lost, sign-test p). Beside them two baselines read from
 the labels alone: always the first step, and where the labelled step and each method's pick lie as
 a share of the log's length (median; 1.00 is the last step). Those two need ``last`` among the
 methods: its pick is the log's last step, which places the steps among the trace's nodes (a
@@ -28,8 +31,8 @@ import json
 import statistics
 from pathlib import Path
 
-from agentgrad.benchmarks.planted.bench import wilson
-from agentgrad.benchmarks.whowhen.bench import summarize_whowhen
+from agentgrad.benchmarks.stats import wilson
+from agentgrad.benchmarks.whowhen.bench import priors_table, summarize_whowhen
 
 
 def main() -> None:
@@ -102,6 +105,15 @@ def main() -> None:
         print(f"| the first step, always (from the labels) | | {first / len(known):.2f} [{lo:.2f}, {hi:.2f}] |{pad}")
         print(f"\nlabelled step's place in the log (median share): "
               f"{statistics.median(place(r, r['truth']['node']) for r in known):.2f}")
+    paired_rows = priors_table(m["methods"], methods)
+    if paired_rows is not None:
+        cols, rows = paired_rows
+        print("\npaired on the same logs: difference, logs won / lost, two-sided sign-test p "
+              "(the best prior at each level chosen on these logs, which favours it)\n")
+        print("| method | " + " | ".join(cols) + " |")
+        print("|" + "---|" * (len(cols) + 1))
+        for row in rows:
+            print(f"| `{row[0]}` | " + " | ".join(row[1:]) + " |")
 
 
 def read(folder: Path) -> list[dict]:

@@ -426,35 +426,6 @@ def test_bench_resume_reads_back_finished_episodes(tiny_llama, tmp_path):
         run_benchmark(sc, ["last"], ["chain"], ["tool"], 2, out, resume=True, setup={"scorer": "other"})
 
 
-# The test's scorer trains a fixed number of steps with no time cap (max_seconds=None): the learning-rate
-# schedule runs on steps only, so the model, and every figure below, is the same on a busy machine as on
-# an idle one. Measured on 2 cores: held-out token accuracy 0.992; on fan-in and manager wrong values,
-# GBC (max L1, targeted, carry) 1.00 agent top-1 over 200 episodes each, token hit@1 0.916.
-TRAINED_MIN_ACCURACY, TRAINED_MIN_GBC, TRAINED_MIN_HIT1 = 0.95, 0.8, 0.75
-TRAINED_TEST_CONFIG = dict(max_seconds=None)  # the default size and 8000 steps, steps only
-
-
-@pytest.mark.slow
-def test_the_trained_scorer_copies_and_gradients_find_the_planted_source():
-    """The trained scorer (built once per test session, a fixed number of steps): its held-out token
-    accuracy, and GBC with the carry rule naming the planted agent far above chance."""
-    from agentgrad.attribution.scorer import Scorer
-    from agentgrad.benchmarks.planted.model import BlameModelConfig, cached_blame_model
-
-    cfg = BlameModelConfig(**TRAINED_TEST_CONFIG)
-    path = cached_blame_model(cfg)
-    rep = json.loads((path / "blame_model.json").read_text())
-    assert rep["steps"] == cfg.steps and rep["time_capped"] is False  # no clock in the result
-    assert rep["heldout_token_accuracy"] >= TRAINED_MIN_ACCURACY
-    sc = Scorer(str(path))
-    m = run_benchmark(sc, ["gbc:max_l1:targeted:carry", "random"], ["fanin", "manager", "broadcast"],
-                      ["wrong_value"], 6)
-    g = m["groups"]["all"]
-    assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] >= TRAINED_MIN_GBC
-    assert g["gbc:max_l1:targeted:carry"]["agent_top1"]["value"] > g["random"]["agent_top1"]["value"] + 0.5
-    assert m["token"]["targeted"]["hit1"]["value"] >= TRAINED_MIN_HIT1
-
-
 @pytest.mark.parametrize("topology", ["chain", "broadcast"])
 def test_temporal_after_occlusion_reads_the_unoccluded_row_and_ranks_as_alone(topology, tiny_llama):
     """Occlusion's unoccluded row is the call's output log p: temporal credit after occlusion on the

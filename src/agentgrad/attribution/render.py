@@ -169,6 +169,27 @@ def tool_calls_as_text(node: Node) -> str:
     return "\n".join(([node.text] if node.text else []) + lines)
 
 
+# the loss-conditioned objective (``judged``): the scorer, as a judge, reads a call (its inputs and
+# its reply), then the verbal loss and this question; the objective contrasts its two answers
+JUDGMENT = ("The team's work failed. What went wrong:\n{loss}\n\n"
+            "Is the mistake that caused this failure in the conversation above? Answer Yes or No.")
+VERDICTS = ("Yes", "No")  # J = mean log p(Yes) - mean log p(No): towards "the mistake is here"
+
+
+def judgment_call(node: Node, loss_text: str) -> Node:
+    """``node`` as a judge reads it: its messages (every span where it was), its reply as an assistant
+    turn, then a user turn with the verbal loss and :data:`JUDGMENT`'s question; the output is the
+    first of :data:`VERDICTS`. Scored with the second as the contrast
+    (:mod:`agentgrad.attribution.contrast`), the gradient with respect to the call's sources says which
+    of them make the scorer judge that the mistake is here, given the loss. The messages before the
+    reply are unchanged, so the sources' tokens (and the prompt's prefix cache) are the call's own."""
+    reply = tool_calls_as_text(node) if node.tool_calls else node.text
+    messages = [*node.messages, {"role": "assistant", "content": reply},
+                {"role": "user", "content": JUDGMENT.format(loss=loss_text)}]
+    return dataclasses.replace(node, messages=messages, text=VERDICTS[0], tool_calls=[],
+                               meta={**node.meta, "judged": True})
+
+
 def render_call(tok: Any, node: Node) -> RenderedCall:
     """Render ``node`` with ``tok``'s chat template and map its spans and output to tokens."""
     if node.kind != "call":

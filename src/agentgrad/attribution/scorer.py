@@ -26,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
 from agentgrad.attribution.graph import AttributionGraph, Edge
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
@@ -248,7 +249,7 @@ class Scorer:
 
     # --- one call -------------------------------------------------------------------------
     def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
-                       keep: bool = False) -> NodeAttribution:
+                       keep: bool = False, contrast: str | None = None) -> NodeAttribution:
         """Token-level gradients of ``node``'s output with respect to each of its sources.
 
         The objective is ``sum log p(output tokens)`` (the paper's), or with ``target_chars``
@@ -256,15 +257,24 @@ class Scorer:
         tokens overlapping them: a loss-targeted objective, so that a long correct answer does not
         drown the faulty part. Ranges that hit no token fall back to the whole output.
 
+        ``contrast``: a reference text put in place of the output (or of the part ``target_chars``
+        names), and the objective is ``mean log p(output) - mean log p(reference)`` at the same
+        position (:mod:`agentgrad.attribution.contrast`); ``log_prob`` is then that difference.
+
         ``keep``: keep the forward pass with its graph (within ``graph_bytes``), for a caller that
         will ask for another objective of the same call (a blame context does); a kept pass of
-        the call is reused whatever ``keep`` says.
+        the call is reused whatever ``keep`` says (the contrastive objective runs a pass of its own).
         """
         t0 = time.time()
         job = self._prepare(trace, node, target_chars)
         if isinstance(job, NodeAttribution):
             return job
         r, _, targets, _, first = job
+        if contrast is not None:
+            start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
+            p, q, g = reference_tokens(self.tokenizer, r, target_chars, contrast)
+            return self._finish(trace, node, job, *contrast_gradients(self, r, start, p, q, g),
+                                seconds=time.time() - t0)
         fw, reused = self._forward(r, first, keep)
         grads = self._backward(r, fw, targets or None)
         # a reused forward pass is counted as if run again: the record says what the call costs alone

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import inspect
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.judge import steps_of
@@ -55,7 +56,8 @@ class BlameContext:
         replays: fresh samples per upstream call of the ``replay`` method.
 
     ``walked`` is the parents map (node -> the sources followed) of the last walk a method made;
-    methods that do not walk leave it empty.
+    methods that do not walk leave it empty. ``objective`` is what :meth:`attribute` differentiates
+    for the walk in progress (:meth:`objective_of`; ``whole`` otherwise).
     """
 
     def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None,
@@ -66,6 +68,7 @@ class BlameContext:
         self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
         self.walked: dict[int, list[int]] = {}
+        self.objective = "whole"
         # what the methods used, each pass counted every time a method needs it (cached or not), so
         # that a method's cost is what it would cost alone
         self.backward_passes = 0
@@ -83,7 +86,40 @@ class BlameContext:
         ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k, self.replayer,
                            self.replays)
         ctx._cache, ctx._render, ctx._replayed = self._cache, self._render, self._replayed
+        ctx.objective = self.objective
         return ctx
+
+    @contextmanager
+    def objective_of(self, objective: str) -> Iterator["BlameContext"]:
+        """Within the block, :meth:`attribute` differentiates ``objective`` (a walk's ``OBJ``)."""
+        before, self.objective = self.objective, objective
+        try:
+            yield self
+        finally:
+            self.objective = before
+
+    def _objective_call(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
+        """``(node scored, its target characters, the contrast text)`` for the failure-conditioned
+        objectives, or None where the call's own output is differentiated (``whole``, ``targeted``,
+        and ``contrast`` without an expected answer in the loss: it falls back to ``whole``).
+
+        - ``contrast``: the recorded output (the part the loss's span names at its target) against the
+          loss's expected answer (``details["expected"]``) at the same position;
+        - ``judged``: the scorer reads the call, its reply and the verbal loss, and the objective is
+          its "Yes" against its "No" to "is the mistake here" (:func:`~agentgrad.attribution.render.judgment_call`).
+        """
+        from agentgrad.attribution.render import VERDICTS, judgment_call
+
+        call = self.trace.nodes[node]
+        if self.objective == "contrast":
+            expected = self.loss.details.get("expected")
+            if expected in (None, ""):
+                return None
+            chars = region or (tuple(self.loss.spans.get(node, [])) or None)
+            return call, chars, str(expected)
+        if self.objective == "judged":
+            return judgment_call(call, self.loss.text), None, VERDICTS[1]
+        return None
 
     def prime(self, results: list[Any]) -> None:
         """Whole-output attributions already computed (``Scorer.attribute``), reused by the methods."""
@@ -114,7 +150,7 @@ class BlameContext:
 
     def whole_attributions(self) -> list[Any]:
         """The whole-output attributions the methods computed (the paper's objective), in node order."""
-        found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2]}
+        found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2] and len(k) == 3}
         return [found[n] for n in sorted(found)]
 
     @property
@@ -139,6 +175,15 @@ class BlameContext:
         # a scorer that can keep a call's forward pass (the Scorer's ``keep``) is asked to
         keep = {"keep": True} if self.scorer is not None and \
             "keep" in inspect.signature(self.scorer.attribute_node).parameters else {}
+        failure = self._objective_call(node, region)
+        if failure is not None:  # a failure-conditioned objective: a pass of its own
+            if self.scorer is not None and "contrast" not in inspect.signature(self.scorer.attribute_node).parameters:
+                raise ConfigError(f"the {self.objective} objective needs a scorer that takes a contrast (agentgrad's Scorer)")
+            scored, chars, text = failure
+            return self._cached(("gradient blame", node, region or (), self.objective),
+                                lambda: self.scorer.attribute_node(self.trace, scored, list(chars) if chars else None,
+                                                                   contrast=text),
+                                1, lambda v: 0)
         return self._cached(("gradient blame", node, region or ()),
                             lambda: self.scorer.attribute_node(self.trace, self.trace.nodes[node],
                                                                list(region) if region else None, **keep),

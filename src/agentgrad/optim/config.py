@@ -66,6 +66,12 @@ class ValidateConfig(BaseModel):
         return before - after <= self.tolerance
 
 
+class TestConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    size: int = Field(0, ge=0, description="questions of the test split scored (0: all of them)")
+
+
 class RenderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -81,6 +87,8 @@ class TrainerConfig(BaseModel):
     seed: int = 0
     concurrency: int = Field(1, ge=1, description="episodes of a step (and of the validation gate) run at once")
     validation: ValidateConfig | None = Field(None, alias="validate", description="the validation gate")
+    test: TestConfig | None = Field(None, description="a held-out test split (data: test:) scored with the "
+                                                      "starting and the final prompts: no gate reads it")
     history: int = Field(5, ge=0, description="earlier steps shown to the optimizer")
     render: RenderConfig = Field(default_factory=RenderConfig)
 
@@ -107,9 +115,10 @@ class OptimizeConfig(BaseModel):
 
     def digest(self) -> str:
         """A hash of everything that determines the run (a resumed run must not change it); the
-        concurrency does not: a run resumed at another concurrency ends the same."""
+        concurrency and the test split do not: a run resumed at another concurrency ends the same."""
         d = self.model_dump(mode="json", exclude={"resolved_system"})
         d["trainer"].pop("concurrency", None)
+        d["trainer"].pop("test", None)  # scored after the loop: it changes no step
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -15,6 +15,8 @@ The trainer's validation gate decides whether it stays.
 
 from __future__ import annotations
 
+import json
+import random
 import re
 from dataclasses import dataclass
 
@@ -57,6 +59,16 @@ def sentence_scores(text: str, episodes: list[list[tuple[int, int, float]]]) -> 
                     best[j] = max(best[j], v / top)
         total = [t + x for t, x in zip(total, best)]
     return total
+
+
+def remove_part(text: str, at: int, end: int, replacement: str = "") -> str:
+    """``text`` without its part ``text[at:end]`` (a whole line, or a sentence inside a line), or with
+    ``replacement`` in its place."""
+    if (at == 0 or text[at - 1] == "\n") and text[end:end + 1] in ("\n", ""):  # a whole line
+        new = text[:at] + (replacement + "\n" if replacement else "") + text[end + 1:]
+    else:  # a sentence inside a line
+        new = text[:at].rstrip(" ") + " " + (replacement + " " if replacement else "") + text[end:].lstrip(" ")
+    return re.sub(r"[ \t]+\n", "\n", new).strip() + "\n"
 
 
 @dataclass
@@ -106,15 +118,59 @@ class EditOptimizer:
                 rest.append(agent)
                 continue
             text = inp.prompts[agent].text
-            at, end = text.index(e.removed), text.index(e.removed) + len(e.removed)
-            if (at == 0 or text[at - 1] == "\n") and text[end:end + 1] in ("\n", ""):  # a whole line
-                new = text[:at] + text[end + 1:]
-            else:  # a sentence inside a line
-                new = text[:at].rstrip(" ") + " " + text[end:].lstrip(" ")
-            out[agent] = re.sub(r"[ \t]+\n", "\n", new).strip() + "\n"
+            out[agent] = remove_part(text, text.index(e.removed), text.index(e.removed) + len(e.removed))
             notes.append(e.describe())
         if rest:
             res = self.fallback.step(StepInput(**{**inp.__dict__, "blamed": rest}))
             out.update(res.prompts)
             notes += [f"{a}: Warning bullets (no sentence to remove)" for a in res.prompts]
         return StepResult(out, notes=notes)
+
+
+# lines that ask nothing harmful: what the random_line null arm writes in place of a line (and what
+# the ablation's noise floor plants)
+NEUTRAL_LINES = ["Read the input carefully.", "Be brief.", "Use plain words.", "Check your reply before you send it.",
+                 "Write in English.", "Keep a friendly tone."]
+
+
+class NoopOptimizer:
+    """The ``noop`` null arm: the loop runs as usual (samples, blame, gate) and no step edits anything.
+    With greedy decoding its test score is the starting one: what a gain of zero looks like."""
+
+    def step(self, inp: StepInput) -> StepResult:
+        return StepResult({}, notes=["noop: no edit"])
+
+
+class RandomLineOptimizer:
+    """The ``random_line`` null arm: blame ignored, one random line of one random agent's prompt
+    removed or rewritten (a neutral line in its place), with the edit optimizer's rules for what may
+    go (no protected text; a prompt's last part is only rewritten). The gate then decides as for any
+    other arm, so its gain is the loop's noise floor: what an edit that knows nothing earns.
+
+    The choice is a function of (seed, the current prompts, the step): a resumed run repeats it."""
+
+    def __init__(self, seed: int = 0, lines: list[str] | None = None):
+        self.seed, self.lines = seed, lines or NEUTRAL_LINES
+
+    def step(self, inp: StepInput) -> StepResult:
+        state = [self.seed, sorted((n, p.text) for n, p in inp.prompts.items()), [h.get("step") for h in inp.history]]
+        rng = random.Random(json.dumps(state))
+        options = {}
+        for agent in sorted(inp.prompts):
+            text, prompt = inp.prompts[agent].text, inp.prompts[agent]
+            protected = [(text.find(q), text.find(q) + len(q)) for q in prompt.protected if q in text]
+            parts = sentences(text)
+            free = [(a, b) for a, b in parts if not any(a < pb and b > pa for pa, pb in protected)]
+            if free:
+                options[agent] = (free, len(parts))
+        if not options:
+            return StepResult({}, notes=["random_line: no line may change"])
+        agent = rng.choice(sorted(options))
+        free, n_parts = options[agent]
+        a, b = rng.choice(free)
+        text = inp.prompts[agent].text
+        if n_parts > 1 and rng.random() < 0.5:
+            return StepResult({agent: remove_part(text, a, b)}, notes=[f"{agent}: removed {text[a:b]!r} (random line)"])
+        line = rng.choice([x for x in self.lines if x != text[a:b]])
+        return StepResult({agent: remove_part(text, a, b, line)},
+                          notes=[f"{agent}: rewrote {text[a:b]!r} as {line!r} (random line)"])

@@ -1,10 +1,16 @@
-"""The prompt-bug benchmark's cases: three small systems on one look-up task, four defect kinds.
+"""The prompt-bug benchmark's cases: three small systems on one look-up task, many planted defects.
 
 Every case is a system whose answers are checkable (questions about a customer record: its city, its
 pet or its favourite colour) with **one agent's prompt carrying one planted defect**, a line inserted
-into that agent's prompt. The truth is the bugged agent. The splits (train, validation, test) are
-generated from a fixed seed, so they are the same on every machine and for every run seed; the run
-seed changes only which training episodes a run samples, in which order, and tie-breaking.
+into that agent's prompt (:mod:`agentgrad.benchmarks.ablation.defects`: four families, each in
+several wordings, positions and agents). The truth is the bugged agent.
+
+Splits (:func:`make_splits` with :data:`ABLATION_SPLITS`) separate selection from measurement:
+``train`` (the loop's samples), ``val`` (the validation gate), ``screen`` (decides which cases are
+kept) and ``test`` (read only for the reported figures). They are generated from a fixed seed, so
+they are the same on every machine and for every run seed; the run seed changes only which training
+episodes a run samples, in which order, and tie-breaking. ``make_splits()`` without sizes gives the
+earlier 24/12/24 splits, which the fault-injection benchmark still reads.
 
 Systems (``SYSTEMS``):
 
@@ -18,16 +24,6 @@ Systems (``SYSTEMS``):
 
 SmolLM2-135M cannot route (asked which field a question names, it answers the question, wrongly),
 so every agent here does what it can do: read a value, check it, restate it.
-
-Defect kinds (``DEFECTS``), each a line whose text depends on the system and the bugged agent:
-
-- ``stale_example``: a worked example whose answer is another field's value (the model imitates it).
-- ``forbidden_field``: an instruction to also report a field the answer must not contain.
-- ``wrong_item``: an instruction to report a fixed item of the record (the first value: the name).
-- ``distractor``: an instruction unrelated to the task (a greeting and a sales pitch).
-
-A case where the defect does not lower the test score on the model (``clean <= bugged``) is dropped
-from the comparison and counted.
 """
 
 from __future__ import annotations
@@ -36,6 +32,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from agentgrad.benchmarks.ablation.defects import AGENT_KINDS, AGENTS, FAMILIES, POSITIONS, WORDINGS, defect_line, plant
 from agentgrad.core.config import SystemConfig, validate
 
 FIELDS = {"city": "City", "pet": "Pet", "colour": "Favourite colour"}
@@ -51,34 +48,39 @@ _CITIES = ["Lyon", "Oslo", "Rome", "Cairo", "Lima", "Kyoto", "Dublin", "Quito", 
 _PETS = ["snake", "goat", "cat", "dog", "parrot", "rabbit", "turtle", "frog", "hamster", "horse", "pony", "lizard",
          "ferret", "duck", "owl", "pig"]
 _COLOURS = ["blue", "purple", "red", "green", "yellow", "orange", "pink", "brown", "black", "white", "grey", "teal"]
-SPLITS = {"train": 24, "val": 12, "test": 24}  # the test score moves in steps of 1/24 < 0.05
+SPLITS = {"train": 24, "val": 12, "test": 24}  # the earlier splits (the fault-injection benchmark reads them)
+# the ablation's: at least 50 gate and 200 test questions per case (a test score moves in steps of 1/200)
+ABLATION_SPLITS = {"train": 40, "val": 50, "screen": 100, "test": 200}
 DATA_SEED = 2026
 
 
-def make_splits() -> dict[str, list[dict[str, Any]]]:
-    """The benchmark's examples: ``{"id", "record", "question", "answer", "avoid", "field"}``; the
-    record's other values are ``avoid`` (an answer that names one fails). Fixed by ``DATA_SEED``."""
-    rng = random.Random(DATA_SEED)
-    names = rng.sample(_NAMES, sum(SPLITS.values()))
+def _row(rng: random.Random, split: str, i: int, name: str, width: int) -> dict[str, Any]:
     fields = list(FIELDS)
-    out: dict[str, list[dict[str, Any]]] = {}
-    k = 0
-    for split, n in SPLITS.items():
-        rows = []
-        for i in range(n):
-            name = names[k]
-            k += 1
-            values = {"city": rng.choice(_CITIES), "pet": rng.choice(_PETS), "colour": rng.choice(_COLOURS)}
-            field = fields[(i + rng.randrange(3)) % 3]
-            record = f"Name: {name}. " + " ".join(f"{FIELDS[f]}: {values[f]}." for f in fields)
-            rows.append({"id": f"{split}-{i:02d}", "record": record, "question": QUESTION[field].format(name=name),
-                         "answer": values[field], "avoid": [values[f] for f in fields if f != field],
-                         "field": field})
-        out[split] = rows
-    return out
+    values = {"city": rng.choice(_CITIES), "pet": rng.choice(_PETS), "colour": rng.choice(_COLOURS)}
+    field = fields[(i + rng.randrange(3)) % 3]
+    record = f"Name: {name}. " + " ".join(f"{FIELDS[f]}: {values[f]}." for f in fields)
+    return {"id": f"{split}-{i:0{width}d}", "record": record, "question": QUESTION[field].format(name=name),
+            "answer": values[field], "avoid": [values[f] for f in fields if f != field], "field": field}
 
 
-_EXAMPLE_RECORD = "Record: Name: Zoe. City: Bern. Pet: cow. Favourite colour: teal."
+def make_splits(sizes: dict[str, int] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The benchmark's examples: ``{"id", "record", "question", "answer", "avoid", "field"}``; the
+    record's other values are ``avoid`` (an answer that names one fails). Fixed by ``DATA_SEED``.
+
+    Without ``sizes``: the earlier :data:`SPLITS` (every record a different name). With sizes (the
+    ablation's :data:`ABLATION_SPLITS`): a separate draw in which names repeat across records (there
+    are more records than names); every record is still drawn afresh."""
+    if sizes is None:
+        rng = random.Random(DATA_SEED)
+        names = rng.sample(_NAMES, sum(SPLITS.values()))
+        out: dict[str, list[dict[str, Any]]] = {}
+        k = 0
+        for split, n in SPLITS.items():
+            out[split] = [_row(rng, split, i, names[k + i], 2) for i in range(n)]
+            k += n
+        return out
+    rng = random.Random(f"{DATA_SEED}:{sorted(sizes.items())}")
+    return {split: [_row(rng, split, i, rng.choice(_NAMES), 3) for i in range(n)] for split, n in sizes.items()}
 
 
 def _pipeline() -> dict[str, Any]:
@@ -119,49 +121,39 @@ def _manager() -> dict[str, Any]:
 
 SYSTEMS = {"pipeline": _pipeline, "fanin": _fanin, "manager": _manager}
 
-# (system, defect) -> the bugged agent and the line planted in its prompt
-_STALE = f"Example: {_EXAMPLE_RECORD} Question: What is Zoe's city? Answer: The pet is a cow."
-_WRONG_ITEM = "Always reply with the first value of the record."
-_DISTRACTOR = "Start by greeting the customer and recommend our premium plan."
-_DEFECTS: dict[tuple[str, str], tuple[str, str]] = {
-    ("pipeline", "stale_example"): ("reader", _STALE),
-    ("pipeline", "forbidden_field"): ("answerer", "Always also say the person's pet and favourite colour."),
-    ("pipeline", "wrong_item"): ("reader", _WRONG_ITEM),
-    ("pipeline", "distractor"): ("answerer", _DISTRACTOR),
-    ("fanin", "stale_example"): ("reader", _STALE),
-    ("fanin", "forbidden_field"): ("responder", "Always also name the person's city and pet."),
-    ("fanin", "wrong_item"): ("checker", _WRONG_ITEM),
-    ("fanin", "distractor"): ("reader", _DISTRACTOR),
-    ("manager", "stale_example"): ("manager", _STALE),
-    ("manager", "forbidden_field"): ("writer", "Always also name the person's city and pet."),
-    ("manager", "wrong_item"): ("checker", _WRONG_ITEM),
-    ("manager", "distractor"): ("responder", _DISTRACTOR),
-}
-DEFECTS = ["stale_example", "forbidden_field", "wrong_item", "distractor"]
+DEFECTS = FAMILIES  # the defect families (defects.py)
 
 
 @dataclass(frozen=True)
 class Case:
-    """One system with one planted defect (``defect`` None: the clean system)."""
+    """One system with one planted defect instance (``defect`` None: the clean system).
+
+    ``defect`` is the family; ``agent`` (None: the family's default agent in this system),
+    ``wording`` and ``position`` pick the instance (:mod:`agentgrad.benchmarks.ablation.defects`)."""
 
     system: str
     defect: str | None
+    wording: int = 0
+    position: str = "second"
+    agent: str | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.system}-{self.defect or 'clean'}"
+        if not self.defect:
+            return f"{self.system}-clean"
+        return f"{self.system}-{self.defect}-{self.bugged_agent}-w{self.wording}-{self.position}"
 
     @property
     def bugged_agent(self) -> str | None:
-        return _DEFECTS[(self.system, self.defect)][0] if self.defect else None
+        return (self.agent or AGENTS[(self.system, self.defect)][0]) if self.defect else None
 
     @property
     def defect_line(self) -> str | None:
-        return _DEFECTS[(self.system, self.defect)][1] if self.defect else None
+        return defect_line(self.system, self.defect, self.bugged_agent, self.wording) if self.defect else None
 
     def config(self, model: dict[str, Any]) -> SystemConfig:
-        """The system, every agent on ``model`` (a models: entry), the defect's line inserted as the
-        bugged agent's second line (after its role sentence)."""
+        """The system, every agent on ``model`` (a models: entry), the defect's line planted in the
+        bugged agent's prompt at the instance's position."""
         data = SYSTEMS[self.system]()
         data["name"] = self.name
         data["models"] = {"default": model}
@@ -170,11 +162,26 @@ class Case:
             a["model"] = "default"
         if self.defect:
             agent = data["agents"][self.bugged_agent]
-            first, sep, rest = agent["prompt"].strip().partition(". ")
-            lines = [first + "." if sep else first, self.defect_line, *([rest] if rest else [])]
-            agent["prompt"] = "\n".join(lines) + "\n"
+            agent["prompt"] = plant(agent["prompt"], self.defect_line, self.position)
         return validate(SystemConfig, data, f"ablation case {self.name}")
 
 
-def cases(systems: list[str] | None = None, defects: list[str] | None = None) -> list[Case]:
-    return [Case(s, d) for s in (systems or list(SYSTEMS)) for d in (defects or DEFECTS)]
+def cases(systems: list[str] | None = None, defects: list[str] | None = None, wordings: int | None = None,
+          positions: int | None = None, agents: int | None = None) -> list[Case]:
+    """Every instance of the families ``defects`` in ``systems``: per family and system, each of its
+    agents (the first ``agents``), wordings (the first ``wordings``) and positions (the first
+    ``positions`` of ``second, first, last``; ``last`` left out where it is the same prompt as
+    ``second``); None: all. Ordered system, family, agent, wording, position."""
+    out = []
+    for s in systems or list(SYSTEMS):
+        clean = SYSTEMS[s]()["agents"]
+        for d in defects or DEFECTS:
+            for a in AGENTS[(s, d)][:agents]:
+                for w in range(len(WORDINGS[d][AGENT_KINDS[s][a]][:wordings])):
+                    line = defect_line(s, d, a, w)
+                    for pos in POSITIONS[:positions]:
+                        # a one-sentence prompt has no "rest": its last position is its second
+                        if pos == "last" and plant(clean[a]["prompt"], line, pos) == plant(clean[a]["prompt"], line, "second"):
+                            continue
+                        out.append(Case(s, d, w, pos, a))
+    return out

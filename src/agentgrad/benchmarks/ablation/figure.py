@@ -1,6 +1,6 @@
-"""The ablation's two pictures as SVG (no plotting library): test score against steps per blame
-method (mean over kept cases and seeds, with its 95% band), and blame accuracy against recovered
-damage, one point per case and method."""
+"""The ablation's two pictures as SVG (no plotting library): test score against steps per arm (mean
+over kept cases and seeds, with its 95% band), and blame accuracy against test gain, one point per
+case and blame arm (the relation the verdict tests)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-COLOURS = {"gbc": "#1f77b4", "paper": "#ff7f0e", "random": "#7f7f7f", "all": "#9467bd", "oracle": "#2ca02c"}
+COLOURS = {"gbc": "#1f77b4", "paper": "#ff7f0e", "provenance": "#8c564b", "random": "#7f7f7f", "all": "#9467bd",
+           "oracle": "#2ca02c", "random_line": "#d62728", "noop": "#bcbd22"}
 W, H, PAD = 520, 340, 56
 
 
 def _ci(xs: list[float]) -> tuple[float, float, float]:
-    from agentgrad.benchmarks.ablation.bench import mean_ci
+    from agentgrad.benchmarks.ablation.summary import mean_ci
 
     return mean_ci(xs)
 
@@ -34,7 +35,7 @@ def _frame(title: str, xlabel: str, ylabel: str, xticks: list[tuple[float, str]]
         out.append(f'<text x="{sx(x):.1f}" y="{H - PAD + 16}" text-anchor="middle">{html.escape(label)}</text>')
     for i in range(6):
         y = y0 + (y1 - y0) * i / 5
-        out.append(f'<text x="{PAD - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
+        out.append(f'<text x="{PAD - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
         out.append(f'<line x1="{PAD}" y1="{sy(y):.1f}" x2="{W - PAD}" y2="{sy(y):.1f}" stroke="#eee"/>')
     return out, sx, sy
 
@@ -65,25 +66,26 @@ def curve_svg(rows: list[dict[str, Any]], kept: set[str]) -> str:
 
 
 def scatter_svg(by_case: dict[str, Any]) -> str:
-    """Blame accuracy (x) against recovered damage (y): one point per kept case and method."""
-    pts = [(m, v["blame_accuracy"], v["recovered"]) for c in by_case.values() for m, v in c.items()
-           if v["blame_accuracy"] is not None and v["recovered"] is not None
-           and not math.isnan(v["blame_accuracy"]) and not math.isnan(v["recovered"])]
-    lo = min([0.0] + [p[2] for p in pts])
-    hi = max([1.0] + [p[2] for p in pts])
-    out, sx, sy = _frame("Blame accuracy against recovered damage (one point per case and method)",
-                         "blame accuracy (share of failures naming the bugged agent)", "recovered damage",
-                         [(x / 5, f"{x / 5:.1f}") for x in range(6)], 0.0, 1.0, math.floor(lo), math.ceil(hi))
+    """Blame accuracy (x) against test gain (y): one point per kept case and blame arm."""
+    pts = [(m, v["blame_accuracy"], v.get("gain", v.get("recovered"))) for c in by_case.values() for m, v in c.items()
+           if v.get("blame_accuracy") is not None and v.get("gain", v.get("recovered")) is not None
+           and not math.isnan(v["blame_accuracy"]) and not math.isnan(v.get("gain", v.get("recovered")))]
+    lo = min([-0.1] + [p[2] for p in pts])
+    hi = max([0.1] + [p[2] for p in pts])
+    out, sx, sy = _frame("Blame accuracy against test gain (one point per case and blame arm)",
+                         "blame accuracy (share of failures naming the bugged agent)", "test gain (after - bugged)",
+                         [(x / 5, f"{x / 5:.1f}") for x in range(6)], 0.0, 1.0, math.floor(lo * 10) / 10,
+                         math.ceil(hi * 10) / 10)
     for m, x, y in pts:
         out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{COLOURS.get(m, "black")}" opacity="0.8"/>')
-    for k, m in enumerate(COLOURS):
+    for k, m in enumerate(m for m in COLOURS if m not in ("noop", "random_line")):
         out.append(f'<text x="{W - PAD + 4}" y="{PAD + 14 * k}" fill="{COLOURS[m]}">{m}</text>')
     return "\n".join(out + ["</svg>"]) + "\n"
 
 
 def write_figures(summary: dict[str, Any], rows: list[dict[str, Any]], out: Path) -> list[Path]:
     kept = {c["case"] for c in summary["cases"] if c["kept"]}
-    paths = [out / "steps.svg", out / "blame-vs-recovery.svg"]
+    paths = [out / "steps.svg", out / "blame-vs-gain.svg"]
     paths[0].write_text(curve_svg(rows, kept), encoding="utf-8")
     paths[1].write_text(scatter_svg(summary["by_case"]), encoding="utf-8")
     return paths

@@ -2,8 +2,13 @@
 
 Each of the 184 logs (:func:`agentgrad.importers.import_whowhen`) fails its task. A method sees the
 trace without its labels and a verbal loss attached to the final step: the question, and with
-``with_ground_truth`` the expected answer (no span: the loss cannot point at the wrong tokens, so
-the ``stop`` rule falls back to ``path``). Its top-ranked blame is scored against the labels:
+``with_ground_truth`` the expected answer, in the loss's text and as its ``details["expected"]`` (no
+span: the loss cannot point at the wrong tokens, so the ``stop`` rule falls back to ``path``). The
+answer reaches a gradient only through a failure-conditioned objective: ``contrast`` differentiates
+log p of the produced final message against log p of the answer in its place (without the answer it
+is the ``whole`` objective), ``judged`` the scorer's judgment of each call given the loss's text
+(which holds the answer in that setting); ``whole`` and ``targeted`` do not read the loss at all, so
+their figures are the same in both settings. Its top-ranked blame is scored against the labels:
 
 - agent-level: the top agent is the labelled ``mistake_agent`` (case-insensitive; ties at the top
   earn 1/ties);
@@ -22,6 +27,11 @@ the scorer's context keeps only the steps nearest it that fit
 judge protocols with GPT-4o, per subset, with and without ground truth) are stored as data in
 ``published/whowhen.json`` with their source and returned by :func:`published`; they are not
 measured here.
+
+Every method is paired, log by log, with the best of the trivial priors (:mod:`agentgrad.blame.priors`:
+``first``, ``most_active``, ``position:F``; the best on the logs compared, per level, which favours
+the prior) and with ``provenance`` where they ran (:func:`pair_with_priors`): a figure that does not
+beat them has found nothing about the failure.
 """
 
 from __future__ import annotations
@@ -32,14 +42,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.benchmarks.planted.bench import check_setup, top1_credit, wilson
+from agentgrad.benchmarks.planted.bench import check_setup, top1_credit
+from agentgrad.benchmarks.stats import paired, wilson
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
+from agentgrad.blame.priors import is_prior
 from agentgrad.core.trace import Trace
 from agentgrad.core.files import RunFiles
 
 DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
-                   "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last")
+                   "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last,"
+                   "provenance,first,most_active,position")
 
 PUBLISHED_FILE = Path(__file__).with_name("published") / "whowhen.json"
 
@@ -64,14 +77,18 @@ def step_within(ranking: list[Blame], truth_node: int) -> dict[str, float]:
 
 
 def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
-    """The verbal loss of a failed log, attached to its last call."""
+    """The verbal loss of a failed log, attached to its last call; with ``with_ground_truth`` the answer
+    is in its text and its ``details["expected"]`` (what the ``contrast`` objective puts in place of
+    the final message)."""
     labels = trace.meta.get("labels", {})
     question = trace.nodes[0].text.strip()
     text = f"The team did not solve the task. The task was: {question}"
+    details = {}
     if with_ground_truth and labels.get("ground_truth") not in (None, ""):
         text += f" The correct answer is: {labels['ground_truth']}."
+        details["expected"] = str(labels["ground_truth"])
     final = trace.calls()[-1].id
-    return VerbalLoss(text, [final], "whowhen", {})
+    return VerbalLoss(text, [final], "whowhen", details)
 
 
 def longest_call(scorer: Any, trace: Trace) -> int:
@@ -160,6 +177,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                        "step": 1 / max(len(upstream), 1)}}
         for m, fn in fns.items():
             s0, j0, t0 = ctx.seconds, ctx.judge_requests, time.time()
+            u0, r0 = getattr(judge, "unconstrained", 0), getattr(judge, "reasked", 0)
             ranking = fn(ctx)
             rec["methods"][m] = {
                 "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 3),
@@ -169,6 +187,10 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
                 "unread": m in ctx.unread,  # a judge whose prompt was longer than its context (named nothing)
                 "top": ranking[0].to_dict() if ranking else None}
+            if m.startswith("judge:") and judge is not None:  # replies decoded without the schema; questions re-asked
+                rec["methods"][m] |= {"requests": ctx.judge_requests - j0,
+                                      "unconstrained": getattr(judge, "unconstrained", 0) - u0,
+                                      "reasked": getattr(judge, "reasked", 0) - r0}
         rec["too_long"] = ctx.too_long()
         if windowed:
             rec["windowed"] = windowed
@@ -218,4 +240,39 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
                            "unread": sum(bool(r["methods"][m].get("unread")) for r in rs),
                            "seconds": sum(r["methods"][m].get("seconds", 0.0) for r in rs) / max(n, 1)}
                         for m in methods}}
+        pair_with_priors(rs, methods, out["groups"][g]["methods"])
     return out
+
+
+def pair_with_priors(records: list[dict[str, Any]], methods: list[str], figures: dict[str, Any]) -> None:
+    """Every method beside the trivial priors and ``provenance``, paired on the same logs, at agent and
+    at step level: ``vs_best_prior[level]`` (the prior with the most credit at that level on these
+    logs, named in ``baseline``: chosen on them, so generous to the prior) and
+    ``vs_provenance[level]``, each :func:`~agentgrad.benchmarks.stats.paired`'s difference, bootstrap
+    interval, logs won and lost and sign-test p. Nothing is added where no prior ran."""
+    priors = [m for m in methods if is_prior(m)]
+    if not priors or not records:
+        return
+    for level in ("agent", "step"):
+        col = {m: [r["methods"][m][level] for r in records] for m in methods}
+        best = max(priors, key=lambda m: (sum(col[m]), -priors.index(m)))
+        for m in methods:
+            figures[m].setdefault("vs_best_prior", {})[level] = {"baseline": best, **paired(col[m], col[best])}
+            if "provenance" in col:
+                figures[m].setdefault("vs_provenance", {})[level] = paired(col[m], col["provenance"])
+
+
+def priors_table(figures: dict[str, Any], names: list[str]) -> tuple[list[str], list[list[str]]] | None:
+    """``(columns, rows)`` of every method's paired differences with the best prior and with
+    provenance (:func:`pair_with_priors`), each cell ``+0.050 [-0.03, +0.13] 12/7 p=0.36`` (difference,
+    its bootstrap interval, logs won / lost, sign-test p); None where no prior ran."""
+    first = figures[names[0]]
+    if "vs_best_prior" not in first:
+        return None
+    keys = [k for k in ("vs_best_prior", "vs_provenance") if k in first]
+    cols = [f"{level} vs {first[key][level]['baseline'] if key == 'vs_best_prior' else 'provenance'}"
+            for key in keys for level in ("agent", "step")]
+    rows = [[name] + [f"{d['diff']:+.3f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] {d['wins']}/{d['losses']} p={d['p']:.2g}"
+                      for key in keys for d in (figures[name][key]["agent"], figures[name][key]["step"])]
+            for name in names]
+    return cols, rows

@@ -1,0 +1,244 @@
+"""The ablation's statistics, matched to its design (issue 47).
+
+Every arm's figure is a **per-question paired delta against the bugged system**: a run's test
+result on question q minus the bugged system's on the same q (greedy decoding: the bugged system is
+scored once). Deltas are averaged over seeds within a case, then over questions and cases; the 95%
+intervals resample cases and questions together (:func:`~agentgrad.benchmarks.stats.crossed_bootstrap`:
+every case is asked the same test questions). Every ratio has its raw question counts beside it.
+
+- ``gain``: mean delta; ``fixed`` / ``broken``: question-runs the arm turned from fail to pass and
+  from pass to fail, of ``question_runs``.
+- ``recovered``: summed deltas over summed damage (clean - bugged, per question), pooled over
+  cases: ``net`` questions recovered of ``damage`` questions lost.
+- comparisons (``vs``): the paired difference with another arm on the (case, seed) runs both have,
+  with its interval, the bootstrap p and the sign test over cases.
+- ``of_oracle``: the arm's gain over oracle's, on the runs both have.
+- the **verdict**: does blame accuracy predict test gain? Per kept case and blame arm, mean blame
+  accuracy and mean gain over seeds; Pearson's r within cases (each case's means taken out) with a
+  permutation test that shuffles accuracy across arms within each case
+  (:func:`~agentgrad.benchmarks.stats.stratified_permutation_corr`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agentgrad.benchmarks.stats import crossed_bootstrap, sign_test, stratified_permutation_corr
+
+NULL_ARMS = ("noop", "random_line")
+BASELINES = ("random_line", "noop", "random", "all", "oracle")
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float, float]:
+    """Mean and a 95% t interval (normal beyond 30 values); one value: the value, twice."""
+    n = len(xs)
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    m = sum(xs) / n
+    if n == 1:
+        return m, m, m
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
+    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}.get(n, 2.09 if n <= 20 else
+                                                                                             2.04 if n <= 30 else 1.96)
+    h = t * sd / math.sqrt(n)
+    return m, m - h, m + h
+
+
+def _q(bits: str) -> list[int]:
+    return [1 if c == "1" else 0 for c in bits]
+
+
+def _by_arm(rows: list[dict[str, Any]], kept: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[int, dict]]]:
+    out: dict[str, dict[str, dict[int, dict]]] = {}
+    for r in rows:
+        if r["case"] in kept and r.get("test_q") and len(r["test_q"]) == len(kept[r["case"]]["test_bugged_q"]):
+            out.setdefault(r["method"], {}).setdefault(r["case"], {})[r["seed"]] = r
+    return out
+
+
+def _stat(res: dict[str, Any]) -> list[float]:
+    return [res["value"], *res["ci95"]]
+
+
+def compare(runs_a: dict[str, dict[int, dict]], runs_b: dict[str, dict[int, dict]], resamples: int = 2000) -> dict:
+    """Arm a minus arm b on the (case, seed) runs both have, per question: interval, p, sign test over cases."""
+    mat, case_means = [], []
+    for c in sorted(set(runs_a) & set(runs_b)):
+        seeds = sorted(set(runs_a[c]) & set(runs_b[c]))
+        if not seeds:
+            continue
+        qa = [_q(runs_a[c][s]["test_q"]) for s in seeds]
+        qb = [_q(runs_b[c][s]["test_q"]) for s in seeds]
+        row = [sum(a[i] - b[i] for a, b in zip(qa, qb)) / len(seeds) for i in range(len(qa[0]))]
+        mat.append(row)
+        case_means.append(sum(row) / len(row))
+    if not mat:
+        return {"diff": None, "ci95": None, "p": None, "cases": 0}
+    res = crossed_bootstrap({"d": mat}, lambda m: m["d"], resamples)
+    wins, losses = sum(x > 0 for x in case_means), sum(x < 0 for x in case_means)
+    return {"diff": res["value"], "ci95": res["ci95"], "p": res["p"], "cases": len(mat), "wins": wins,
+            "losses": losses, "p_sign": sign_test(wins, losses)}
+
+
+def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[str, Any]],
+              by_arm: dict[str, dict[str, dict[int, dict]]], resamples: int = 2000) -> dict[str, Any]:
+    flat = [r for c in runs.values() for r in c.values()]
+    delta, damage = [], []
+    fixed = broken = n_q = net_damage = 0
+    for c in sorted(runs):
+        qb, qc = _q(kept[c]["test_bugged_q"]), _q(kept[c]["test_clean_q"])
+        qs = [_q(r["test_q"]) for r in runs[c].values()]
+        delta.append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
+        damage.append([qc[i] - qb[i] for i in range(len(qb))])
+        for q in qs:
+            fixed += sum(a == 1 and b == 0 for a, b in zip(q, qb))
+            broken += sum(a == 0 and b == 1 for a, b in zip(q, qb))
+            n_q += len(q)
+            net_damage += sum(qc) - sum(qb)
+    gain = crossed_bootstrap({"d": delta}, lambda m: m["d"], resamples)
+    rec = crossed_bootstrap({"d": delta, "g": damage}, lambda m: m["d"] / m["g"], resamples)
+    col = lambda k: [r[k] for r in flat if r.get(k) is not None]  # noqa: E731
+    out = {
+        "runs": len(flat), "cases": len(runs), "seeds": sorted({s for c in runs.values() for s in c}),
+        "blame_accuracy": list(mean_ci(col("blame_accuracy"))), "blame_precision": list(mean_ci(col("blame_precision"))),
+        "test_before": list(mean_ci(col("test_before"))), "test_after": list(mean_ci(col("test_after"))),
+        "gain": _stat(gain), "recovered": _stat(rec),
+        "fixed": fixed, "broken": broken, "question_runs": n_q, "net": fixed - broken, "damage": net_damage,
+        "defect_removed": sum(r["defect_removed"] for r in flat) / len(flat),
+        "only_bugged_edited": sum(r["edited"] == [r["bugged_agent"]] for r in flat) / len(flat),
+        "accepted_steps": sum(r["accepted"] for r in flat) / len(flat),
+        "prompt_growth": list(mean_ci(col("prompt_growth"))),
+        "calls": sum(r["calls"] for r in flat) / len(flat), "generated": sum(r["generated"] for r in flat) / len(flat),
+        "seconds": sum(r["seconds"] for r in flat) / len(flat), "vs": {},
+    }
+    for b in BASELINES:
+        if b != arm and b in by_arm:
+            out["vs"][b] = compare(runs, by_arm[b], resamples)
+    if arm != "oracle" and "oracle" in by_arm:
+        common = {c: {s: r for s, r in runs[c].items() if s in by_arm["oracle"].get(c, {})} for c in runs}
+        common = {c: v for c, v in common.items() if v}
+        mats: dict[str, list[list[float]]] = {"a": [], "o": []}
+        for c in sorted(common):
+            qb = _q(kept[c]["test_bugged_q"])
+            for key, src in (("a", common[c]), ("o", {s: by_arm["oracle"][c][s] for s in common[c]})):
+                qs = [_q(r["test_q"]) for r in src.values()]
+                mats[key].append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
+        if mats["a"]:
+            out["of_oracle"] = _stat(crossed_bootstrap(mats, lambda m: m["a"] / m["o"], resamples))
+    return out
+
+
+def verdict(by_arm: dict[str, dict[str, dict[int, dict]]], key: str = "blame_accuracy") -> dict[str, Any]:
+    """Does ``key`` predict test gain across the blame arms, within cases? (module docstring)"""
+    points = []
+    for arm, runs in by_arm.items():
+        if arm in NULL_ARMS:
+            continue
+        for c, seeds in runs.items():
+            xs = [r[key] for r in seeds.values() if r.get(key) is not None]
+            if xs:
+                points.append((c, sum(xs) / len(xs), sum(r["gain"] for r in seeds.values()) / len(seeds)))
+    return stratified_permutation_corr(points) | {"predictor": key}
+
+
+def summarize(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], noise_rows: list[dict[str, Any]],
+              resamples: int = 2000) -> dict[str, Any]:
+    """Everything the table, the figures and the report show (see the module docstring)."""
+    kept = {c["case"]: c for c in case_rows if c.get("kept") and c.get("test_bugged_q")}
+    for r in rows:  # rows written before the per-question gain existed
+        if r.get("gain") is None and r["case"] in kept:
+            r["gain"] = r["test_after"] - kept[r["case"]]["bugged_test"]
+    by_arm = _by_arm(rows, kept)
+    noise: dict[str, Any] = {}
+    for s in sorted({r["system"] for r in noise_rows}):
+        ds = [r["delta"] for r in noise_rows if r["system"] == s]
+        noise[s] = {"edits": len(ds), "floor": sum(map(abs, ds)) / len(ds), "deltas": ds,
+                    "n_screen": next(r["n_screen"] for r in noise_rows if r["system"] == s)}
+    families: dict[str, dict[str, list[int]]] = {}
+    for c in case_rows:
+        f = families.setdefault(c["system"], {}).setdefault(c["defect"], [0, 0])
+        f[0] += 1
+        f[1] += bool(c.get("kept"))
+    methods = {m: arm_stats(m, by_arm[m], kept, by_arm, resamples) for m in by_arm}
+    by_case = {c: {m: {"blame_accuracy": (lambda xs: sum(xs) / len(xs) if xs else None)(
+                           [r["blame_accuracy"] for r in by_arm[m][c].values() if r.get("blame_accuracy") is not None]),
+                       "gain": sum(r["gain"] for r in by_arm[m][c].values()) / len(by_arm[m][c]),
+                       "recovered": (sum(r["gain"] for r in by_arm[m][c].values()) / len(by_arm[m][c])
+                                     / (kept[c]["clean_test"] - kept[c]["bugged_test"])
+                                     if kept[c]["clean_test"] > kept[c]["bugged_test"] else None)}
+                   for m in by_arm if c in by_arm[m]} for c in sorted(kept)}
+    shown = [{k: v for k, v in c.items() if not k.endswith("_q")} for c in case_rows]
+    return {"cases": shown, "kept": sum(bool(c.get("kept")) for c in case_rows),
+            "dropped": sum(not c.get("kept") for c in case_rows), "noise": noise, "families": families,
+            "methods": methods, "by_case": by_case, "runs": len(rows),
+            "verdict": verdict(by_arm) if by_arm else None,
+            "verdict_precision": verdict(by_arm, "blame_precision") if by_arm else None}
+
+
+def _ci(t: Any, digits: int = 2, sign: bool = False) -> str:
+    """``[value, low, high]`` as ``value [low, high]``; '-' for none."""
+    if not t or t[0] is None or t[0] != t[0]:
+        return "-"
+    f = f"{{:+.{digits}f}}" if sign else f"{{:.{digits}f}}"
+    return f"{f.format(t[0])} [{f.format(t[1])}, {f.format(t[2])}]"
+
+
+def _vs(v: dict[str, Any] | None) -> str:
+    if not v or v.get("diff") is None:
+        return "-"
+    return f"{v['diff']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}] p={v['p']:.3f} ({v['wins']}/{v['losses']} cases)"
+
+
+def markdown_table(summary: dict[str, Any]) -> str:
+    """The noise floor, the screen, the arms with their intervals and counts, the verdict, per case."""
+    out = ["### Noise floor (neutral one-line edits, screening split)", "",
+           "| system | edits | mean abs change | changes |", "|---|---|---|---|"]
+    for s, n in summary["noise"].items():
+        out.append(f"| {s} | {n['edits']} | {n['floor']:.3f} ({n['floor'] * n['n_screen']:.1f} of {n['n_screen']} "
+                   f"questions) | {', '.join(f'{d:+.2f}' for d in n['deltas'])} |")
+    out += ["", "### Screening: kept / candidate instances per family", "",
+            "| system | " + " | ".join(sorted({f for v in summary["families"].values() for f in v})) + " |"]
+    fams = sorted({f for v in summary["families"].values() for f in v})
+    out.append("|---|" + "---|" * len(fams))
+    for s, v in summary["families"].items():
+        out.append(f"| {s} | " + " | ".join(f"{v[f][1]} / {v[f][0]}" if f in v else "-" for f in fams) + " |")
+    out += ["", "| kept case | bugged agent | screen clean -> bugged (damage, threshold) | test clean -> bugged "
+                "(questions) |", "|---|---|---|---|"]
+    for c in summary["cases"]:
+        if c.get("kept"):
+            n = c.get("n_test") or 0
+            out.append(f"| {c['case']} | {c['bugged_agent']} | {c['screen_clean']:.2f} -> {c['screen_bugged']:.2f} "
+                       f"({c['damage_screen']:+.2f}, {c['threshold']:.2f}) | {c['clean_test']:.3f} -> "
+                       f"{c['bugged_test']:.3f} ({round(c['clean_test'] * n)} -> {round(c['bugged_test'] * n)} of {n}) |")
+    out += ["", "### Arms: test gain against the bugged system (per-question paired deltas; 95% intervals over "
+                "cases and questions)", "",
+            "| arm | runs (cases x seeds) | blame accuracy | test gain | fixed / broken of question-runs | "
+            "recovered damage (net / lost questions) | vs random_line | vs random | vs all | of oracle's gain | "
+            "defect removed | only bugged agent edited | accepted steps per run | calls asked / generated | s per run |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m, s in summary["methods"].items():
+        out.append(f"| {m} | {s['runs']} ({s['cases']} x {len(s['seeds'])}) | {_ci(s['blame_accuracy'])} | "
+                   f"{_ci(s['gain'], 3, True)} | {s['fixed']} / {s['broken']} of {s['question_runs']} | "
+                   f"{_ci(s['recovered'])} ({s['net']} / {s['damage']}) | {_vs(s['vs'].get('random_line'))} | "
+                   f"{_vs(s['vs'].get('random'))} | {_vs(s['vs'].get('all'))} | {_ci(s.get('of_oracle'))} | "
+                   f"{s['defect_removed']:.2f} | {s['only_bugged_edited']:.2f} | {s['accepted_steps']:.2f} | "
+                   f"{s['calls']:.0f} / {s['generated']:.0f} | {s['seconds']:.0f} |")
+    for key in ("verdict", "verdict_precision"):
+        v = summary.get(key)
+        if v:
+            out += ["", f"**Does {v['predictor'].replace('_', ' ')} predict test gain?** Within-case Pearson r = "
+                        f"{v['r']:.3f} over {v['points']} (case, blame arm) means in {v['strata']} cases, slope "
+                        f"{v['slope']:+.3f} gain per unit; permutation p = {v['p']:.4f} (shuffled within cases)."]
+    arms = list(summary["methods"])
+    if summary["by_case"] and arms:
+        out += ["", "### Per case: mean test gain (blame accuracy)", "", "| case | " + " | ".join(arms) + " |",
+                "|---|" + "---|" * len(arms)]
+        for c, v in summary["by_case"].items():
+            cells = []
+            for m in arms:
+                x = v.get(m)
+                cells.append("-" if not x else f"{x['gain']:+.3f}" + (f" ({x['blame_accuracy']:.2f})"
+                                                                    if x["blame_accuracy"] is not None else ""))
+            out.append(f"| {c} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"

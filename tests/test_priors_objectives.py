@@ -1,0 +1,214 @@
+"""The trivial priors (first, most_active, position:F) and the failure-conditioned objectives (contrast,
+judged), checked against hand-computed picks and independent gradient computations on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from agentgrad.attribution import Scorer
+from agentgrad.attribution.contrast import reference_tokens
+from agentgrad.attribution.render import VERDICTS, judgment_call, render_call
+from agentgrad.blame.backward import VerbalLoss
+from agentgrad.blame.context import BlameContext, top_tied
+from agentgrad.blame.methods import get_blame_method, model_free, select_methods
+from agentgrad.blame.outcome import blame_episode
+from agentgrad.blame.priors import POSITIONS
+from agentgrad.importers.whowhen import whowhen_trace
+from test_attribution import pipeline_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def log(roles, step=0, agent="A", truth="42", id="t", subset="hand"):
+    return whowhen_trace({"question": "What is six times seven?", "ground_truth": truth, "mistake_agent": agent,
+                          "mistake_step": str(step),
+                          "history": [{"role": r, "content": f"{r} says {i}: the answer is {i}."}
+                                      for i, r in enumerate(roles)]}, id, subset)
+
+
+def blame(name, trace, loss=None, scorer=None):
+    loss = loss or VerbalLoss("failed", [trace.calls()[-1].id])
+    return get_blame_method(name)(BlameContext(trace, loss, scorer))
+
+
+# --- priors ---------------------------------------------------------------------------------------
+def test_priors_pick_by_order_and_count_alone_and_are_model_free():
+    tr = log(["human", "A", "B", "A", "C", "A"])  # nodes: 0 question, 1 human (an input), 2..6 the steps
+    assert [n.kind for n in tr.nodes] == ["input", "input", "call", "call", "call", "call", "call"]
+    assert blame("first", tr)[0].node == 2  # the first agent other than the user, at its first step
+    top = blame("most_active", tr)
+    assert (top[0].agent, top[0].node, top[0].score) == ("A", 2, 3.0)  # three steps, the first at node 2
+    # floor(F * 4 + 1/2) of the 5 steps: 0, 1, 2 (2.5 rounds up), 3 (3.5 rounds up), 4
+    want = {0.0: 2, 0.25: 3, 0.5: 4, 0.75: 5, 1.0: 6}
+    assert {f: blame(f"position:{f:g}", tr)[0].node for f in POSITIONS} == want
+    # equal counts tie at the top: each agent at its first step (a benchmark credits 1/ties)
+    tied = blame("most_active", log(["B", "A", "A", "B"]))
+    assert top_tied(tied, lambda b: (b.agent, b.node)) == [("B", 1), ("A", 2)]
+    names = ["first", "most_active"] + [f"position:{f:g}" for f in POSITIONS]
+    assert select_methods("first,most_active,position") == names
+    assert all(model_free(n) for n in names)
+    # they read neither the loss nor a scorer: the same pick whatever the loss says
+    other = VerbalLoss("something else entirely", [tr.calls()[1].id])
+    assert blame("position:1", tr, other)[0].node == tr.calls()[1].id  # the steps up to the loss's target
+
+
+# --- the contrastive objective's gradient ------------------------------------------------------------
+def two_pass_gradient(model, ids_a, span_a, ids_b, span_b, upto):
+    """d/d e_t [mean log p(ids_a[span_a]) - mean log p(ids_b[span_b])] for t < upto, from two separate
+    full-sequence passes of plain transformers (the two sequences share their first ``upto`` tokens)."""
+    grads, values = [], []
+    for ids, (a, b) in ((ids_a, span_a), (ids_b, span_b)):
+        x = torch.tensor([ids])
+        e = model.get_input_embeddings()(x).detach().requires_grad_(True)  # (1, T, H)
+        lp = torch.log_softmax(model(inputs_embeds=e).logits[0].float(), -1)  # (T, V)
+        v = lp[torch.arange(a - 1, b - 1), x[0, a:b]].mean()
+        v.backward()
+        grads.append(e.grad[0, :upto])
+        values.append(v.item())
+    assert ids_a[:upto] == ids_b[:upto]
+    return grads[0] - grads[1], values[0] - values[1]
+
+
+def assert_weights_from(res, grad, start=0):
+    for s in res.sources:
+        ref = grad[s.positions]  # (n_S, H)
+        for got, want in zip(s.l1, ref.abs().sum(-1).tolist(), strict=True):
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["cached", "naive"])
+def test_contrast_gradient_equals_two_separate_passes(tiny_llama, mode):
+    """Whole output against the reference, and the loss's span against it (the rest of the output kept):
+    the scorer's one pass with the continuations on an in-graph cache gives the gradient of two passes."""
+    tr = pipeline_trace(tiny_llama)
+    node = tr.calls()[-1]
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    sc = Scorer(str(tiny_llama), mode=mode)
+    r = render_call(sc.tokenizer, node)
+    o_s, o_e = r.output_range
+    for chars in (None, [(1, 4)]):
+        res = sc.attribute_node(tr, node, chars, contrast="Paris")
+        p, q, g = reference_tokens(sc.tokenizer, r, chars, "Paris")
+        if chars is None:
+            assert (p, q) == (o_s, o_e) and sc.tokenizer.decode(g) == "Paris"
+        else:  # only the named part is replaced; the output before it is shared context
+            assert o_s <= p < q <= o_e and (p, q) != (o_s, o_e) and "Paris" in sc.tokenizer.decode(g)
+        want, value = two_pass_gradient(model, r.input_ids[:q], (p, q), r.input_ids[:p] + g, (p, p + len(g)), o_s)
+        assert res.log_prob == pytest.approx(value, abs=1e-5)
+        assert_weights_from(res, want)
+    whole = sc.attribute_node(tr, node)
+    contrast = sc.attribute_node(tr, node, contrast="Paris")
+    assert [s.l1 for s in whole.sources] != [s.l1 for s in contrast.sources]  # another objective, not the same
+
+
+def test_judged_call_keeps_the_sources_and_its_gradient_equals_two_separate_passes(tiny_llama):
+    tr = pipeline_trace(tiny_llama)
+    node = tr.calls()[-1]
+    judged = judgment_call(node, "The answer should be Paris.")
+    assert judged.spans == node.spans and judged.text == VERDICTS[0]
+    assert "The answer should be Paris." in judged.messages[-1]["content"]
+    assert judged.messages[-2] == {"role": "assistant", "content": node.text}
+    sc = Scorer(str(tiny_llama))
+    r, rj = render_call(sc.tokenizer, node), render_call(sc.tokenizer, judged)
+    o_s = r.output_range[0]
+    assert rj.input_ids[:o_s] == r.input_ids[:o_s] and rj.source_ranges == r.source_ranges  # same source tokens
+    res = sc.attribute_node(tr, judged, contrast=VERDICTS[1])
+    no = render_call(sc.tokenizer, replace(judged, text=VERDICTS[1]))
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    want, value = two_pass_gradient(model, rj.input_ids, rj.output_range, no.input_ids, no.output_range,
+                                    rj.output_range[0])
+    assert res.log_prob == pytest.approx(value, abs=1e-5)
+    assert_weights_from(res, want)
+
+
+# --- the objectives in the blame context --------------------------------------------------------------
+def test_failure_objectives_in_the_walk_fall_back_share_caches_and_reset(tiny_llama):
+    tr = pipeline_trace(tiny_llama)
+    final = tr.calls()[-1].id
+    sc = Scorer(str(tiny_llama))
+    with_answer = VerbalLoss("wrong city", [final], "generic", {"expected": "Paris"})
+    without = VerbalLoss("wrong city", [final])
+    ctx = BlameContext(tr, with_answer, sc)
+    get_blame_method("gbc:max_l1:contrast:path")(ctx)
+    get_blame_method("gbc:max_l1:judged:path")(ctx)
+    assert ctx.objective == "whole"  # the objective lives only as long as its walk
+    keys = {k for k in ctx._cache if k[0] == "gradient blame"}
+    assert ("gradient blame", final, (), "contrast") in keys and ("gradient blame", final, (), "judged") in keys
+    assert not ctx.whole_attributions()  # the failure-conditioned passes are not whole-output ones
+    contrast = ctx._cache[("gradient blame", final, (), "contrast")][0]
+    want = sc.attribute_node(tr, tr.nodes[final], contrast="Paris")
+    assert [s.l1 for s in contrast.sources] == [s.l1 for s in want.sources]
+    # without an expected answer the contrast is the whole output (the same pass, the same ranking)
+    bare = BlameContext(tr, without, sc)
+    assert blame_episode("gbc:max_l1:contrast:maxw", tr, without, sc).ranking == \
+        blame_episode("gbc:max_l1:whole:maxw", tr, without, sc).ranking
+    get_blame_method("gbc:max_l1:contrast:maxw")(bare)
+    assert {k for k in bare._cache if k[0] == "gradient blame"} == {
+        k for k in bare._cache if k[0] == "gradient blame" and len(k) == 3}
+    # the judged objective reads the loss's text: another loss, another gradient
+    other = BlameContext(tr, VerbalLoss("the plan was wrong", [final]), sc)
+    with other.objective_of("judged"):
+        a = other.attribute(final, None)
+    with BlameContext(tr, without, sc).objective_of("judged") as c:
+        b = c.attribute(final, None)
+    assert [s.l1 for s in a.sources] != [s.l1 for s in b.sources]
+    out = blame_episode("gbc:mean_l1:judged:earliest", tr, with_answer, sc)
+    assert out.blamed and out.trajectories
+
+
+def test_whowhen_ground_truth_reaches_the_gradient_only_through_the_failure_objectives(tiny_llama):
+    from agentgrad.benchmarks.whowhen.bench import whowhen_loss
+
+    tr = log(["A", "B", "C"], step=1, agent="B")
+    seen = tr.without_meta("labels")
+    sc = Scorer(str(tiny_llama))
+    final = tr.calls()[-1].id
+    gt, nogt = whowhen_loss(tr, True), whowhen_loss(tr, False)
+    assert gt.details == {"expected": "42"} and nogt.details == {} and "42" in gt.text
+    weights = {}
+    for name, loss in (("gt", gt), ("nogt", nogt)):
+        for obj in ("whole", "contrast", "judged"):
+            with BlameContext(seen, loss, sc).objective_of(obj) as c:
+                weights[name, obj] = [s.l1 for s in c.attribute(final, None).sources]
+    assert weights["gt", "whole"] == weights["nogt", "whole"]  # the whole output never reads the answer
+    assert weights["nogt", "contrast"] == weights["nogt", "whole"]  # no answer: the contrast falls back
+    assert weights["gt", "contrast"] != weights["gt", "whole"]
+    assert weights["gt", "judged"] != weights["nogt", "judged"]  # the answer is in what the judge reads
+
+
+def test_whowhen_pairs_every_method_with_the_best_prior_and_provenance(tmp_path, tiny_llama):
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+
+    traces = [log(r, s, a, id=f"t{i}", subset="algorithm") for i, (r, s, a) in enumerate(
+        [(["A", "B", "A"], 0, "A"), (["A", "B", "C", "B"], 1, "B"), (["C", "A", "B"], 2, "B")])]
+    methods = ["gbc:mean_l1:contrast:maxw", "first", "most_active", "position:0.5", "position:1", "provenance"]
+    m = run_whowhen(traces, methods, scorer=Scorer(str(tiny_llama)), out=tmp_path / "W")
+    figs = m["groups"]["all"]["methods"]
+    # hand-computed: first names the step of log 0 only; most_active A@1, B@2, then three agents tied
+    # (1/3); position:1 the last agent of every log (A, B, B: all right) and the step of log 2 only
+    assert figs["first"]["step"]["value"] == pytest.approx(1 / 3)
+    assert figs["position:1"]["step"]["value"] == pytest.approx(1 / 3)
+    assert figs["position:1"]["agent"]["value"] == 1.0
+    assert figs["most_active"]["agent"]["value"] == figs["most_active"]["step"]["value"] == pytest.approx(7 / 9)
+    assert figs["first"]["vs_best_prior"]["agent"]["baseline"] == "position:1"  # the best per level
+    assert figs["first"]["vs_best_prior"]["step"]["baseline"] == "most_active"
+    for name in methods:
+        for level in ("agent", "step"):
+            d = figs[name]["vs_best_prior"][level]
+            assert d["n"] == 3 and 0 <= d["p"] <= 1
+            assert d["diff"] == pytest.approx(figs[name][level]["value"] - figs[d["baseline"]][level]["value"])
+            assert figs[name]["vs_provenance"][level]["diff"] == pytest.approx(
+                figs[name][level]["value"] - figs["provenance"][level]["value"])
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "paired on the same logs" in out and "| `gbc:mean_l1:contrast:maxw` |" in out
+    assert json.loads((tmp_path / "W" / "metrics.json").read_text())["groups"]["algorithm"]["methods"]["first"][
+        "vs_best_prior"]["step"]["baseline"] == "most_active"
