@@ -4,6 +4,7 @@ one-line error naming the install without it."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import pytest
@@ -26,6 +27,19 @@ def strip(d):
     if isinstance(d, list):
         return [strip(x) for x in d]
     return d
+
+
+def same(a, b) -> bool:
+    """Equal records, floats within float32 noise (1e-4 relative or 1e-5 absolute): a Ray worker runs
+    torch on other threads than the driver, so sums are reduced in another order; signed token scores
+    (gradient x input, with cancellation) differ by up to about 2e-6 absolute."""
+    if isinstance(a, float) or isinstance(b, float):
+        return isinstance(a, (int, float)) and isinstance(b, (int, float)) and math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +67,14 @@ def test_two_ray_workers_equal_one_scorer_and_resume(pipeline_run, tiny_llama, t
     files = sorted(p.name for p in one.glob("*.json"))
     assert len(files) == 4 and sorted(p.name for p in two.glob("*.json")) == files
     for name in files:
-        assert strip(json.loads((one / name).read_text())) == strip(json.loads((two / name).read_text()))
+        assert same(strip(json.loads((one / name).read_text())), strip(json.loads((two / name).read_text()))), name
     # a stopped run: one file missing; --resume writes it and leaves the others untouched
     (two / files[1]).unlink()
     kept = {n: (two / n).stat().st_mtime_ns for n in files if n != files[1]}
     assert main(["attribute", str(pipeline_run), "--scorer", str(tiny_llama), "--out", str(two), "--workers", "2",
                  "--resume"]) == 0
     assert {n: (two / n).stat().st_mtime_ns for n in kept} == kept
-    assert strip(json.loads((one / files[1]).read_text())) == strip(json.loads((two / files[1]).read_text()))
+    assert same(strip(json.loads((one / files[1]).read_text())), strip(json.loads((two / files[1]).read_text())))
 
 
 @pytest.mark.skipif(not HAVE_RAY, reason="ray tests: Ray is not installed (pip install -e '.[ray]')")

@@ -206,3 +206,19 @@ def test_the_rewrite_and_target_shapes_fit_the_token_budget():
     assert props["properties"]["a"]["maxLength"] == 3 * (256 - 8 - 32) // 2
     assert rewrite_schema(["a"], 100, 4096).json_schema["properties"]["prompts"]["properties"]["a"]["maxLength"] == 100
     assert target_schema(4000, 200).json_schema["properties"]["target"]["maxLength"] == 3 * (200 - 16)
+
+
+def test_a_server_is_not_given_string_bounds_its_grammar_cannot_hold():
+    """llama.cpp writes maxLength n as n nested rules and its server dies past a few hundred (the LLM
+    optimizer's prompt bound, 1,128, gave SIGSEGV): long bounds are left out of what is sent, short
+    ones kept, and the reply is still checked against the whole schema."""
+    schema = rewrite_schema(["facts"], 1128)
+    model = OpenAIModel(name="m", model="tiny", base_url="http://127.0.0.1:9/v1", schema_format="json_object")
+    sent = model._request(MSGS, None, GenerationSettings(output=schema))["response_format"]["schema"]
+    facts = sent["properties"]["prompts"]["properties"]["facts"]
+    assert "maxLength" not in facts and facts["minLength"] == 1
+    assert schema.json_schema["properties"]["prompts"]["properties"]["facts"]["maxLength"] > 256  # not mutated
+    short = model._request(MSGS, None, GenerationSettings(output=VERDICT))["response_format"]["schema"]
+    assert short == VERDICT.json_schema  # the verdict's 200-character reason bound is kept
+    with pytest.raises(OutputSchemaError):
+        schema.parse(json.dumps({"prompts": {"facts": "x" * 5000}}))

@@ -41,7 +41,7 @@ def step_input() -> StepInput:
 
 def _judge_every_protocol(model) -> Judge:
     judge = Judge(model, max_new_tokens=128)
-    for seed in range(2):
+    for seed in range(1):  # one episode, every protocol (several requests each): the suite's time
         ep = E.generate("chain", "wrong_value", seed)
         for protocol in PROTOCOLS:
             (node, _), = judge_blame(judge, E.without_truth(ep.trace), ep.loss, protocol)
@@ -51,7 +51,7 @@ def _judge_every_protocol(model) -> Judge:
 
 def test_smollm2_on_hf_replies_only_in_the_judge_and_optimizer_shapes(smol):
     judge = _judge_every_protocol(smol)
-    assert judge.unparsed == 0 and judge.reasked == 0 and judge.unconstrained == 0 and judge.requests >= 8
+    assert judge.unparsed == 0 and judge.reasked == 0 and judge.unconstrained == 0 and judge.requests >= 4
     inp = step_input()
     opt = PromptOptimizer(smol, max_attempts=1, settings=GenerationSettings(max_new_tokens=400))
     schema = rewrite_schema(inp.blamed, opt.max_chars, opt.settings.max_new_tokens)
@@ -101,7 +101,8 @@ def test_smollm2_on_the_llama_cpp_server_replies_only_in_the_shapes():
         pytest.skip(f"llama.cpp server tests: {SERVER_REASON}")
     srv = LlamaServer(n_ctx=4096)
     try:
-        model = srv.model()
+        # a loaded machine may take minutes for the optimizer's 400 tokens: no timeout decides this test
+        model = srv.model(timeout=900, breaker_seconds=900)
         judge = _judge_every_protocol(model)
         assert judge.unparsed == 0 and judge.unconstrained == 0
         assert model.schema_format == "json_object" and model.stats["schema_rejected"] == 1

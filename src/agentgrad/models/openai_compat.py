@@ -95,6 +95,23 @@ def _rejects_schema(e: Exception) -> bool:
     return "response_format" in text or (e.status_code != 500 and ("json_schema" in text or "schema" in text))
 
 
+SERVER_MAX_LENGTH = 256  # longest string bound a server's grammar is given (see _for_server)
+
+
+def _for_server(schema: Any) -> Any:
+    """``schema`` as sent to a server: a string's ``maxLength`` above :data:`SERVER_MAX_LENGTH` is left
+    out. llama.cpp turns ``maxLength: n`` into ``n`` nested optional rules; past a few hundred it
+    refuses the grammar, and llama-cpp-python 0.3.36's server then dies with SIGSEGV (measured: the
+    LLM optimizer's 1,128-character prompt bound). The reply is still validated against the full
+    schema (:meth:`~agentgrad.core.model.OutputSchema.parse`), so a too-long reply is caught there."""
+    if isinstance(schema, list):
+        return [_for_server(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: _for_server(v) for k, v in schema.items()
+            if not (k == "maxLength" and isinstance(v, int) and v > SERVER_MAX_LENGTH)}
+
+
 def _strict(schema: Any) -> bool:
     """Whether ``schema`` meets OpenAI's strict mode (every object closed, every property required):
     only then is ``strict: true`` sent, which a hosted server would refuse otherwise."""
@@ -210,9 +227,9 @@ class OpenAIModel:
             schema.check()  # a schema no backend can use: one line here, not a server's 400 taken for "unsupported"
         if schema is not None and schema.json_schema is not None and self.schema_format == "json_schema":
             req["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": schema.name, "schema": schema.json_schema, "strict": _strict(schema.json_schema)}}
+                "name": schema.name, "schema": _for_server(schema.json_schema), "strict": _strict(schema.json_schema)}}
         elif schema is not None and schema.json_schema is not None and self.schema_format == "json_object":
-            req["response_format"] = {"type": "json_object", "schema": schema.json_schema}
+            req["response_format"] = {"type": "json_object", "schema": _for_server(schema.json_schema)}
         return req
 
     def _wants_schema(self, tools, settings: GenerationSettings) -> bool:
