@@ -1,6 +1,6 @@
 """Print the README's blame tables (markdown) from a ``bench blame`` metrics.json.
 
-    python benchmarks/blame_table.py runs/blame/metrics.json [--methods a,b] [--save small.json]
+    python benchmarks/blame_table.py runs/blame/metrics.json [--methods a,b] [--compact] [--save small.json]
 
 Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
 table, a row per method, a column per topology, each cell the figure and its paired difference with
@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("metrics", type=Path)
     ap.add_argument("--save", type=Path)
     ap.add_argument("--methods", default="", help="comma list (default: every method)")
+    ap.add_argument("--compact", action="store_true", help="topology cells hold the figure only (the docs' tables)")
     a = ap.parse_args()
     try:
         m = json.loads(a.metrics.read_text())
@@ -64,7 +65,8 @@ def main() -> None:
         for meth in methods:
             al = g[f"fault={fault}"][meth]
             v = al["agent_top1"]
-            row = [f"`{meth}`"] + [cell(g[f"topology={t},fault={fault}"][meth]) for t in topos]
+            row = [f"`{meth}`"] + [f"{g[f'topology={t},fault={fault}'][meth]['agent_top1']['value']:.2f}" if a.compact
+                                   else cell(g[f"topology={t},fault={fault}"][meth]) for t in topos]
             row.append(f"{v['value']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]")
             d = al.get("vs_provenance")
             row.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, "
