@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import os
 import re
 import shlex
 from pathlib import Path
@@ -55,8 +56,18 @@ HELP: dict[tuple[str, ...], tuple[int, str]] = {}
 
 
 def help_of(path: tuple[str, ...]) -> tuple[int, str]:
+    """``--help`` of a command, rendered wide: at 80 columns rich cuts a long flag pair
+    (``--with-ground-truth/--without-ground-truth``) to ``--with-ground-…``."""
     if path not in HELP:
-        HELP[path] = run([*path, "--help"])
+        before = os.environ.get("COLUMNS")
+        os.environ["COLUMNS"] = "400"
+        try:
+            HELP[path] = run([*path, "--help"])
+        finally:
+            if before is None:
+                os.environ.pop("COLUMNS", None)
+            else:
+                os.environ["COLUMNS"] = before
     return HELP[path]
 
 
