@@ -155,3 +155,15 @@ class IdealScorer:
             line = node.text[line_start:].split("\n")[0]
             lps.append(math.log(0.99) if line in user else math.log(0.01))
         return r, lps
+
+
+def smollm2_missing() -> str:
+    """Why the SmolLM2 tests cannot run here (its wheel not installed), or "" where they can."""
+    from agentgrad.errors import ModelError
+    from agentgrad.models.spec import embedded_gguf
+
+    try:
+        embedded_gguf("smollm2")
+    except ModelError as e:
+        return str(e)
+    return ""

@@ -13,20 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from agentgrad import Agent, ModelError, Trace
+from agentgrad import Agent, Trace
 from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.core.model import GenerationSettings
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.hf import HFModel, _Request, render_chat
-from agentgrad.models.spec import embedded_gguf
-from conftest import assert_spans_exact
+from conftest import assert_spans_exact, smollm2_missing
 
-try:
-    embedded_gguf("smollm2")
-    REASON = ""
-except ModelError as e:
-    REASON = str(e)
+REASON = smollm2_missing()
 pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"SmolLM2 tests: {REASON}"), pytest.mark.slow]
 
 POLICY = "\n".join(f"Rule {i}: when a customer asks about order {i:04d}, check its status, its items and the "

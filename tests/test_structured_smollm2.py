@@ -13,17 +13,13 @@ from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.blame.judge import PROTOCOLS, Judge, judge_blame
 from agentgrad.core.agent import Prompt
 from agentgrad.core.model import GenerationSettings, OutputSchema
-from agentgrad.errors import ModelError, OutputSchemaError
+from agentgrad.errors import OutputSchemaError
 from agentgrad.models.hf import HFModel
-from agentgrad.models.spec import embedded_gguf
 from agentgrad.optim.optimizer import PromptOptimizer, StepInput, rewrite_schema
 from agentgrad.optim.targets import LLMTargetWriter
+from conftest import smollm2_missing
 
-try:
-    embedded_gguf("smollm2")
-    REASON = ""
-except ModelError as e:
-    REASON = str(e)
+REASON = smollm2_missing()
 pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"SmolLM2 tests: {REASON}"), pytest.mark.slow]
 
 
