@@ -390,13 +390,18 @@ def test_judge_reply_that_does_not_parse_is_asked_again_then_an_error():
     steps = trace.upstream(ep.loss.targets[0])
     second = trace.nodes[sorted(steps)[1]].name
     # a backend that cannot constrain decoding (structured=False): the reply is parsed, and asked again
-    model = FakeModel(["I think it is agent x.", json.dumps({"agent": second, "step": 2, "reason": "."})],
-                      structured=False)
+    model = FakeModel(["I think it is agent x.", json.dumps({"agent": second, "step": 2})], structured=False)
     judge = Judge(model)
     (node, _), = judge_blame(judge, trace, ep.loss, "all_at_once")
     assert node == sorted(steps)[1] and judge.requests == 2 and judge.named_agent == second
     assert judge.reasked == 1 and judge.unconstrained == 2 and judge.unparsed == 0
-    assert "does not follow the format" in model.requests[1][-1]["content"]
+    # asked afresh (the bad reply is not shown back), for the verdict alone: no reason in the shape
+    again = model.requests[1]
+    assert len(again) == 2 and "did not follow the format" in again[-1]["content"]
+    assert "I think" not in json.dumps(again) and '"reason"' not in again[-1]["content"]
+    with pytest.raises(ModelError, match="does not parse"):  # the second shape has no reason: a reply with one fails
+        judge_blame(Judge(FakeModel(["x", json.dumps({"agent": second, "step": 2, "reason": "."})], structured=False)),
+                    trace, ep.loss, "all_at_once")
     with pytest.raises(ModelError, match="does not parse.*'no idea'"):
         judge_blame(Judge(FakeModel(["no idea", "no idea"], structured=False)), trace, ep.loss, "binary_search")
     # a step outside the log, or an agent that is not one of it, does not parse either

@@ -19,8 +19,11 @@ schema (:class:`~agentgrad.core.model.OutputSchema`): the verdict ``{"agent", "s
 (the agent one of the log's, the step one of its numbers), ``{"answer": "YES" | "NO", "reason"}``
 or ``{"half": "LOWER" | "UPPER", "reason"}``. A backend that constrains decoding (hf, llama.cpp and
 hosted servers) can only reply in that shape; a reply that still does not parse (a server without
-structured output, a reply cut at the token limit) is asked once more with the reason, and a second
-bad reply is a :class:`~agentgrad.errors.JudgeReplyError` that quotes it. The judge counts replies
+structured output, a reply cut at the token limit, or llama-cpp-python 0.3.36 letting a raw newline
+into the reason and stopping inside it) is asked once more, afresh and for the verdict alone: the bad
+reply is not shown (SmolLM2 shown its own reply repeats it word for word) and the reason, which no
+figure reads, is left out of the shape; a second bad reply is a
+:class:`~agentgrad.errors.JudgeReplyError` that quotes it. The judge counts replies
 decoded without the schema (``unconstrained``), so a table can say what its figures rest on.
 """
 
@@ -101,14 +104,22 @@ class Judge:
     def reason(self) -> dict[str, Any]:
         return {"type": "string", "maxLength": self.reason_chars}
 
-    def ask(self, prompt: str, schema: OutputSchema, fmt: str) -> dict[str, Any]:
-        """The reply to ``prompt``, constrained to ``schema`` (described to the model as ``fmt``)."""
-        messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}]
-        settings = self.settings.with_output(schema)
-        why = ""
+    def ask(self, question: str, fields: dict[str, Any], shown: dict[str, str], name: str) -> dict[str, Any]:
+        """The verdict on ``question``: a JSON object of ``fields`` (their schemas; ``shown``: how the
+        format line describes each) and a one-sentence reason, decoded under that shape. A reply that
+        does not parse is asked again, afresh, for the fields alone (module docstring)."""
+        why, fmt = "", ""
         for attempt in range(2):
+            with_reason = attempt == 0
+            fmt = "{" + ", ".join(f'"{k}": {v}' for k, v in shown.items()) + \
+                  (', "reason": "<one sentence>"}' if with_reason else "}")
+            schema = _shape(fields | ({"reason": self.reason()} if with_reason else {}), name)
+            note = "\n\nAn earlier reply did not follow the format." if attempt else ""
+            messages = [{"role": "system", "content": _SYSTEM},
+                        {"role": "user", "content": f"{question}{note} Answer with {'exactly ' if attempt else ''}"
+                                                        f"one JSON object: {fmt}"}]
             self.requests += 1
-            gen = self.model.generate(messages, None, settings)
+            gen = self.model.generate(messages, None, self.settings.with_output(schema))
             reply = gen.text
             self.last_reply = reply
             self.unconstrained += gen.constrained is not True
@@ -118,24 +129,15 @@ class Judge:
                 why = str(e)
             if attempt == 0:
                 self.reasked += 1
-                messages = messages + [{"role": "assistant", "content": reply},
-                                       {"role": "user", "content": f"That reply does not follow the format ({why}). "
-                                                                   f"Answer with exactly one JSON object: {fmt}"}]
         self.unparsed += 1
         raise JudgeReplyError(f"the judge's reply does not parse (expected {fmt}): {why}")
 
 
-def _choice_format(key: str, words: tuple[str, ...]) -> str:
-    return json.dumps({key: " or ".join(words), "reason": "<one sentence>"})
-
-
 def _is_the_mistake(judge: Judge, trace: Trace, steps: list[int], i: int, failure: str) -> bool:
     """Step-by-step's question about step ``i`` (1-based), shown the log up to it."""
-    fmt = _choice_format("answer", ("YES", "NO"))
-    schema = _shape({"answer": {"enum": ["YES", "NO"]}, "reason": judge.reason()}, "step_verdict")
     said = judge.ask(f"{render_log(trace, steps, i)}\n\n{failure}\n\nIs step {i} the decisive mistake (its output "
-                     f"is wrong, and the steps before it were right)? Answer with one JSON object: {fmt}",
-                     schema, fmt)
+                     f"is wrong, and the steps before it were right)?",
+                     {"answer": {"enum": ["YES", "NO"]}}, {"answer": '"YES or NO"'}, "step_verdict")
     return said["answer"] == "YES"
 
 
@@ -149,12 +151,11 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
     failure = f"WHAT WENT WRONG: {loss.text}"
     if protocol == "all_at_once":
         agents = sorted({trace.nodes[n].name for n in steps})
-        fmt = (f'{{"agent": "<one of: {", ".join(agents)}>", "step": <a step number, 1 to {len(steps)}>, '
-               f'"reason": "<one sentence>"}}')
-        schema = _shape({"agent": {"enum": agents}, "step": {"enum": list(range(1, len(steps) + 1))},
-                         "reason": judge.reason()}, "verdict")
         said = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nWhich agent made the decisive mistake, and "
-                         f"at which step? Answer with one JSON object: {fmt}", schema, fmt)
+                         f"at which step?",
+                         {"agent": {"enum": agents}, "step": {"enum": list(range(1, len(steps) + 1))}},
+                         {"agent": f'"<one of: {", ".join(agents)}>"', "step": f"<a step number, 1 to {len(steps)}>"},
+                         "verdict")
         judge.named_agent = said["agent"]
         return [(steps[said["step"] - 1], 1.0)]
     if protocol == "hybrid":
@@ -167,12 +168,10 @@ def judge_blame(judge: Judge, trace: Trace, loss: VerbalLoss, protocol: str) -> 
         found = next((i for i in range(1, len(steps) + 1) if _is_the_mistake(judge, trace, steps, i, failure)), None)
         return [(steps[(found or len(steps)) - 1], 1.0)]
     lo, hi = 1, len(steps)
-    fmt = _choice_format("half", ("LOWER", "UPPER"))
-    schema = _shape({"half": {"enum": ["LOWER", "UPPER"]}, "reason": judge.reason()}, "half_verdict")
     while lo < hi:
         mid = (lo + hi) // 2
         said = judge.ask(f"{render_log(trace, steps)}\n\n{failure}\n\nThe decisive mistake is in steps {lo} to "
                          f"{hi}. Is it in the lower half (steps {lo} to {mid}) or the upper half (steps {mid + 1} to "
-                         f"{hi})? Answer with one JSON object: {fmt}", schema, fmt)
+                         f"{hi})?", {"half": {"enum": ["LOWER", "UPPER"]}}, {"half": '"LOWER or UPPER"'}, "half_verdict")
         lo, hi = (lo, mid) if said["half"] == "LOWER" else (mid + 1, hi)
     return [(steps[lo - 1], 1.0)]
