@@ -29,7 +29,6 @@ decoded without the schema (``unconstrained``), so a table can say what its figu
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from agentgrad.blame.backward import VerbalLoss
