@@ -1,6 +1,6 @@
 """Tokens per second of local generation on SmolLM2: 1 vs 8 concurrent episodes, and the llama.cpp server.
 
-    python benchmarks/local_generation.py [--episodes 24] [--workload short|long|structured] [--json FILE]
+    python benchmarks/local_generation.py [--episodes 24] [--workload short|long|structured|matched] [--json FILE]
 
 Runs the demo's system (examples/lookup: two agents, greedy) on its 24 questions: with transformers
 in this process one episode at a time, then 8 at once (concurrent greedy calls are decoded in one
@@ -17,6 +17,12 @@ sentences with up to 64 new tokens (decoding dominates, which batching amortises
 tokens, once free and once under that output schema (llguidance token masks in transformers; the
 server's ``response_format`` grammar in llama.cpp), at 1 and 8 calls in flight; the ratio of free to
 constrained tokens/s is the slowdown.
+
+``matched`` is the same comparison with the reply's length taken out (transformers only): every call
+decodes exactly 64 tokens, free with the end-of-sequence token ignored, constrained under a schema
+whose reason must be longer than 64 tokens can hold, so both modes run the same prompts for the same
+number of decode steps and the ratio is the mask's own cost (the ``structured`` ratio mixes in the
+prompt's forward pass, which a short free reply spends most of its time on).
 """
 
 from __future__ import annotations
@@ -101,6 +107,38 @@ def measure_calls(model, calls: list[list[dict]], concurrency: int, schema: Outp
             "schema_valid": sum(fits(g.text) for g in gens)}
 
 
+LONG_VERDICT = OutputSchema(name="long_verdict", json_schema={
+    "type": "object", "additionalProperties": False, "required": ["answer", "confidence", "reason"],
+    "properties": {"answer": {"type": "string", "maxLength": 40}, "confidence": {"enum": ["low", "medium", "high"]},
+                   "reason": {"type": "string", "minLength": 1000, "maxLength": 1000}}})
+
+
+def matched(examples: list[dict], rows: list[dict]) -> None:
+    """Free and constrained on transformers, every call exactly 64 decode steps (see the module's doc)."""
+    from agentgrad.models.hf import HFModel
+
+    calls = structured_calls(examples)
+    model = HFModel.shared(name="default", path="smollm2")
+    model.generate(calls[0], None, GenerationSettings(max_new_tokens=8, output=LONG_VERDICT))  # warm up, compile
+    stops = set(model.batcher.stops)
+    try:
+        for c in (1, 8):
+            for schema in (None, LONG_VERDICT):
+                model.batcher.stops = set() if schema is None else stops  # free: the end of sequence is ignored
+                row = measure_calls(model, calls, c, schema)
+                if row["tokens"] != 64 * len(calls):
+                    raise SystemExit(f"{row['mode']} at concurrency {c} decoded {row['tokens']} tokens, "
+                                     f"not {64 * len(calls)}: the lengths are not matched")
+                rows.append({"backend": "transformers (float32)", "workload": "matched", **row})
+                print(rows[-1], flush=True)
+    finally:
+        model.batcher.stops = stops
+    for c in (1, 8):
+        free, con = (next(r for r in rows if r["concurrency"] == c and r["mode"] == m) for m in ("free", "constrained"))
+        print(f"transformers (float32), 64 tokens per call, concurrency {c}: free {free['tokens_per_s']:6.1f} tokens/s, "
+              f"constrained {con['tokens_per_s']:6.1f} tokens/s: slowdown {free['tokens_per_s'] / con['tokens_per_s']:.2f}x")
+
+
 def structured(examples: list[dict], rows: list[dict]) -> None:
     from agentgrad.models.hf import HFModel
     from agentgrad.models.openai_compat import OpenAIModel
@@ -154,13 +192,13 @@ def llama_server() -> tuple[subprocess.Popen, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=24)
-    ap.add_argument("--workload", choices=["short", "long", "structured"], default="short")
+    ap.add_argument("--workload", choices=["short", "long", "structured", "matched"], default="short")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     examples = (read_jsonl(LOOKUP / "train.jsonl") + read_jsonl(LOOKUP / "val.jsonl"))[: a.episodes]
     rows: list[dict] = []
-    if a.workload == "structured":
-        structured(examples, rows)
+    if a.workload in ("structured", "matched"):
+        (structured if a.workload == "structured" else matched)(examples, rows)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"rows": rows, "command": " ".join(sys.argv)}, f, indent=1)
