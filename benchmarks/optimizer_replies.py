@@ -3,14 +3,17 @@
     python benchmarks/optimizer_replies.py
 
 The first six cases of the prompt-bug ablation (one wording, position and agent per defect family), their
-bugged agent blamed, one failure as feedback; one reply per case and mode (256 new tokens, greedy).
+bugged agent blamed, one failure as feedback; one reply per case and mode (256 new tokens, greedy):
+free, constrained to the shape alone (``shape``), and constrained to the shape with the protected spans
+(``constrained``, what the optimizer asks for).
 """
 import json, sys
 from agentgrad.benchmarks.ablation.cases import cases
 from agentgrad.core.agent import Prompt
 from agentgrad.core.model import GenerationSettings
 from agentgrad.models.hf import HFModel
-from agentgrad.optim.optimizer import PromptOptimizer, StepInput, parse_reply, rewrite_schema, validate_update, UpdateError
+from agentgrad.optim.optimizer import (PromptOptimizer, StepInput, parse_reply, protected_in_order, rewrite_schema,
+                                       validate_update, UpdateError)
 
 smol = HFModel.shared(name="default", path="smollm2")
 picked = [c for c in cases(wordings=1, positions=1, agents=1)][:6]
@@ -23,8 +26,10 @@ for c in picked:
                              f"named the wrong field of the record (expected the city, got the pet).")
     opt = PromptOptimizer(smol, max_attempts=1, settings=GenerationSettings(max_new_tokens=256))
     msgs = opt.messages(inp)
-    for mode in ("free", "constrained"):
-        st = opt.settings.with_output(rewrite_schema(inp.blamed, opt.max_chars, 256)) if mode == "constrained" else opt.settings
+    for mode in ("free", "shape", "constrained"):
+        schema = {"free": None, "shape": rewrite_schema(inp.blamed, opt.max_chars, 256),
+                  "constrained": rewrite_schema(inp.blamed, opt.max_chars, 256, protected_in_order(inp))}[mode]
+        st = opt.settings.with_output(schema)
         reply = smol.generate(msgs, None, st).text
         try:
             parsed = parse_reply(reply); parsable = True
@@ -36,6 +41,6 @@ for c in picked:
             valid, why = False, str(e)[:100]
         rows.append({"case": c.name, "mode": mode, "parsable": parsable, "valid": valid, "why": why, "reply": reply[:160]})
         print(json.dumps(rows[-1]), flush=True)
-for mode in ("free", "constrained"):
+for mode in ("free", "shape", "constrained"):
     r = [x for x in rows if x["mode"] == mode]
     print(mode, "parsable", sum(x["parsable"] for x in r), "of", len(r), "valid", sum(x["valid"] for x in r))

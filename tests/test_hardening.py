@@ -303,6 +303,8 @@ def test_strict_gate_rolls_back_steps_that_do_not_improve(tmp_path):
                 if e["event"] == "step")
     assert step["val_before"] == step["val_after"] == 0.0 and step["accepted"] is False and step["updated"] == []
     assert not (tmp_path / "R" / "prompts" / "step-0001.json").exists()
+    original = yaml.safe_load((PIPELINE / "system.yaml").read_text())["agents"]
+    assert step["proposed"] and all(original[a]["prompt"] != text for a, text in step["proposed"].items())
 
 
 def test_debug_adds_a_traceback_and_keeps_the_exit_code(tmp_path, monkeypatch):

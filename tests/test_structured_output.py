@@ -25,6 +25,7 @@ VERDICT = OutputSchema(name="verdict", json_schema={
     "properties": {"agent": {"enum": ["planner", "coder"]}, "step": {"enum": [1, 2, 3]},
                    "reason": {"type": "string", "maxLength": 40}}})
 SCHEMAS = [VERDICT, rewrite_schema(["facts", "answer"], 60), target_schema(50),
+           rewrite_schema(["facts"], 80, protected={"facts": ["NEVER (ever) invent.", 'Say "no".']}),
            OutputSchema(regex=r"[0-9]{3}-[a-z]{2}"), OutputSchema(choices=["YES", "NO", "MAYBE NOT"])]
 
 
@@ -75,7 +76,7 @@ def test_the_hf_backend_replies_only_in_the_shape(tiny, schema):
 
 
 def test_constrained_and_free_rows_batched_give_the_replies_of_one_at_a_time(tiny):
-    shapes = [VERDICT, SCHEMAS[2], SCHEMAS[4]]  # short shapes: none can run out of the token budget
+    shapes = [VERDICT, SCHEMAS[2], SCHEMAS[5]]  # short shapes: none can run out of the token budget
     calls = [(f"Question {i}: who?", shapes[i % 3] if i % 2 else None) for i in range(8)]
 
     def one(call):
@@ -208,6 +209,35 @@ def test_the_rewrite_and_target_shapes_fit_the_token_budget():
     assert target_schema(4000, 200).json_schema["properties"]["target"]["maxLength"] == 3 * (200 - 16)
 
 
+def test_the_rewrite_shape_keeps_the_protected_spans_in_their_order():
+    spans = ["Say (only) $1.", 'No "quotes"\nhere.']
+    schema = rewrite_schema(["a", "b"], 100, protected={"a": spans})
+    schema.parse(json.dumps({"prompts": {"a": 'Be brief. Say (only) $1. Then: No "quotes"\nhere. End.', "b": "B."}}))
+    for dropped_or_swapped in ("Be brief. Say (only) $1.", 'No "quotes"\nhere. Say (only) $1.', "Say only $1. " + spans[1]):
+        with pytest.raises(OutputSchemaError):
+            schema.parse(json.dumps({"prompts": {"a": dropped_or_swapped, "b": "B."}}))
+    assert "pattern" not in schema.json_schema["properties"]["prompts"]["properties"]["b"]
+    # spans longer than the cap: the cap gives way, never an unsatisfiable shape
+    assert rewrite_schema(["a"], 10, protected={"a": spans}).json_schema["properties"]["prompts"]["properties"]["a"][
+        "maxLength"] == len(spans[0]) + len(spans[1]) + 2
+
+
+def test_the_optimizer_asks_for_the_protected_spans_and_a_structured_backend_cannot_drop_them():
+    from agentgrad.core.agent import Prompt
+    from agentgrad.optim.optimizer import PromptOptimizer, StepInput
+
+    inp = StepInput(prompts={"facts": Prompt("B first. List facts. A later.", ("A later.", "B first.")),
+                             "answer": Prompt("Answer.")}, tools={}, blamed=["facts"], feedback="...")
+    seen = []
+    model = FakeModel(responder=lambda msgs, tools: '{"prompts": {"facts": "List facts."}}')
+    real = model.generate
+    model.generate = lambda m, t, st: (seen.append(st.output), real(m, t, st))[1]
+    res = PromptOptimizer(model, max_attempts=1).step(inp)
+    pattern = seen[0].json_schema["properties"]["prompts"]["properties"]["facts"]["pattern"]
+    assert pattern == r"^[\s\S]*B first\.[\s\S]*A later\.[\s\S]*$"  # in the order they stand in the prompt
+    assert res.skipped and "breaks output schema" in res.errors[0]  # the reply that drops them cannot be decoded
+
+
 def test_a_server_is_not_given_string_bounds_its_grammar_cannot_hold():
     """llama.cpp writes maxLength n as n nested rules and its server dies past a few hundred (the LLM
     optimizer's prompt bound, 1,128, gave SIGSEGV): long bounds are left out of what is sent, short
@@ -222,3 +252,11 @@ def test_a_server_is_not_given_string_bounds_its_grammar_cannot_hold():
     assert short == VERDICT.json_schema  # the verdict's 200-character reason bound is kept
     with pytest.raises(OutputSchemaError):
         schema.parse(json.dumps({"prompts": {"facts": "x" * 5000}}))
+    # a pattern goes to a json_schema server (hosted: applied to the string's value), not to llama-cpp-python's
+    # json_object grammar (applied to the raw JSON text: a wildcard there writes bare quotes and newlines)
+    kept = rewrite_schema(["facts"], 100, protected={"facts": ["NEVER invent."]})
+    for fmt, has in (("json_object", False), ("json_schema", True)):
+        model = OpenAIModel(name="m", model="tiny", base_url="http://127.0.0.1:9/v1", schema_format=fmt)
+        rf = model._request(MSGS, None, GenerationSettings(output=kept))["response_format"]
+        sent = rf["schema"] if fmt == "json_object" else rf["json_schema"]["schema"]
+        assert ("pattern" in sent["properties"]["prompts"]["properties"]["facts"]) is has

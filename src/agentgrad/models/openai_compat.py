@@ -98,18 +98,22 @@ def _rejects_schema(e: Exception) -> bool:
 SERVER_MAX_LENGTH = 256  # longest string bound a server's grammar is given (see _for_server)
 
 
-def _for_server(schema: Any) -> Any:
+def _for_server(schema: Any, patterns: bool = True) -> Any:
     """``schema`` as sent to a server: a string's ``maxLength`` above :data:`SERVER_MAX_LENGTH` is left
     out. llama.cpp turns ``maxLength: n`` into ``n`` nested optional rules; past a few hundred it
     refuses the grammar, and llama-cpp-python 0.3.36's server then dies with SIGSEGV (measured: the
-    LLM optimizer's 1,128-character prompt bound). The reply is still validated against the full
-    schema (:meth:`~agentgrad.core.model.OutputSchema.parse`), so a too-long reply is caught there."""
+    LLM optimizer's 1,128-character prompt bound). ``patterns=False`` (llama-cpp-python's
+    ``json_object`` form) leaves out a string's ``pattern`` too: its grammar applies the regex to the
+    raw JSON text, not to the string's value, so a wildcard there can write a bare quote or newline.
+    The reply is still validated against the full schema (:meth:`~agentgrad.core.model.OutputSchema.parse`),
+    so a too-long reply, or one that misses the pattern, is caught there."""
     if isinstance(schema, list):
-        return [_for_server(s) for s in schema]
+        return [_for_server(s, patterns) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    return {k: _for_server(v) for k, v in schema.items()
-            if not (k == "maxLength" and isinstance(v, int) and v > SERVER_MAX_LENGTH)}
+    return {k: _for_server(v, patterns) for k, v in schema.items()
+            if not (k == "maxLength" and isinstance(v, int) and v > SERVER_MAX_LENGTH)
+            and not (k == "pattern" and not patterns and isinstance(v, str))}
 
 
 def _strict(schema: Any) -> bool:
@@ -229,7 +233,7 @@ class OpenAIModel:
             req["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": schema.name, "schema": _for_server(schema.json_schema), "strict": _strict(schema.json_schema)}}
         elif schema is not None and schema.json_schema is not None and self.schema_format == "json_object":
-            req["response_format"] = {"type": "json_object", "schema": _for_server(schema.json_schema)}
+            req["response_format"] = {"type": "json_object", "schema": _for_server(schema.json_schema, patterns=False)}
         return req
 
     def _wants_schema(self, tools, settings: GenerationSettings) -> bool:
@@ -290,8 +294,8 @@ class OpenAIModel:
         sent = req["response_format"]["type"]
         if self.options.schema_format == "auto" and sent == "json_schema":
             self.schema_format = "json_object"
-            return {**req, "response_format": {"type": "json_object",
-                                               "schema": req["response_format"]["json_schema"]["schema"]}}
+            return {**req, "response_format": {"type": "json_object", "schema": _for_server(
+                req["response_format"]["json_schema"]["schema"], patterns=False)}}
         self.schema_format = None
         return {k: v for k, v in req.items() if k != "response_format"}
 

@@ -340,9 +340,11 @@ class Trainer:
             if not accepted:
                 set_prompts(self.system, {n: old[n] for n in res.prompts})  # rejected: the old prompts back
         updated = sorted(res.prompts) if accepted else []
+        rejected = {} if accepted else {"proposed": dict(res.prompts)}  # a rejected rewrite is kept in the log
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
                  update_frequency=len(updated) / max(len(relevant), 1), val_before=val_score, val_after=new_val,
-                 attempts=res.attempts, errors=res.errors, notes=res.notes, unconstrained=res.unconstrained)
+                 attempts=res.attempts, errors=res.errors, notes=res.notes, unconstrained=res.unconstrained,
+                 **rejected)
         history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
                         "accepted": accepted, "notes": res.notes})
         if accepted:
