@@ -4,6 +4,7 @@ from agentgrad import Agent, Trace
 from agentgrad.attribution import Scorer
 from agentgrad.blame.backward import VerbalLoss, backward, blamed_agents, cut, render_trajectories
 from agentgrad.core.agent import Prompt
+from agentgrad.core.model import Generation, GenerationSettings
 from agentgrad.models.fake import FakeModel
 from agentgrad.optim.optimizer import (DeterministicOptimizer, Failure, PromptOptimizer, StepInput, add_warning,
                                       render_feedback)
@@ -169,3 +170,25 @@ def test_llm_optimizer_sees_each_agents_own_trajectories_only():
     extractor = user[user.index("## Failures on trajectories through extractor"):user.index("## Failures on trajectories through planner")]
     assert "Sample q1" in planner and "LOSS q1" in planner and "q2" not in planner
     assert "Sample q2" in extractor and "LOSS q2" in extractor and "q1" not in extractor
+
+
+def test_a_rewrite_cut_by_the_token_budget_is_asked_again_for_half_the_length():
+    """A small model repeating short tokens writes under the 3 characters a token the cap assumes, and
+    its reply is cut inside the string: the next attempt's shape allows half the length."""
+    cut_reply = Generation(text='{"prompts": {"facts": "NEVER invent. AI. AI. AI', finish_reason="length")
+    model = FakeModel([cut_reply, GOOD], structured=False)
+    caps = []
+    real = model.generate
+    model.generate = lambda m, t, st: (caps.append(st.output.json_schema["properties"]["prompts"]["properties"]), real(m, t, st))[1]
+    inp = step_input()
+    inp.blamed = ["facts"]
+    res = PromptOptimizer(model, max_attempts=3, settings=GenerationSettings(max_new_tokens=256)).step(inp)
+    assert not res.skipped and res.attempts == 2 and "not JSON" in res.errors[0]
+    assert caps[1]["facts"]["maxLength"] == 3 * (128 - 8 - 16) < caps[0]["facts"]["maxLength"] == 3 * (256 - 8 - 16)
+    assert caps[0]["facts"]["pattern"] == caps[1]["facts"]["pattern"]  # the protected span stays required
+    # a reply that ended on its own and is wrong in content is asked again at the same length
+    model = FakeModel(['{"prompts": {"facts": "List facts."}}', GOOD], structured=False)
+    caps.clear()
+    model.generate = lambda m, t, st, real=model.generate: (caps.append(st.output.json_schema), real(m, t, st))[1]
+    PromptOptimizer(model, max_attempts=3, settings=GenerationSettings(max_new_tokens=256)).step(inp)
+    assert caps[0] == caps[1]

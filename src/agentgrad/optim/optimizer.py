@@ -203,8 +203,8 @@ def ask_for_prompts(model: LanguageModel, msgs: list[dict[str, Any]], inp: StepI
     one retried with the reason; after ``max_attempts`` (or a failure of the model) the step is
     skipped and the run goes on. A model server that cannot be reached stops the run instead."""
     errors: list[str] = []
-    schema = rewrite_schema(inp.blamed, max_chars, settings.max_new_tokens, protected_in_order(inp))
-    settings = settings.with_output(schema)
+    protected, budget = protected_in_order(inp), settings.max_new_tokens
+    settings = settings.with_output(rewrite_schema(inp.blamed, max_chars, budget, protected))
     unconstrained = 0
     for attempt in range(1, max_attempts + 1):
         try:
@@ -223,6 +223,9 @@ def ask_for_prompts(model: LanguageModel, msgs: list[dict[str, Any]], inp: StepI
             errors.append(str(e))
             msgs = msgs + [{"role": "assistant", "content": reply},
                            {"role": "user", "content": T.OPTIMIZER_RETRY.format(error=e, blamed=", ".join(inp.blamed))}]
+            if gen.finish_reason == "length" and budget:  # cut by the token budget inside the shape (a small model
+                budget //= 2  # repeating short tokens writes under 3 characters a token): ask for half the length
+                settings = settings.with_output(rewrite_schema(inp.blamed, max_chars, budget, protected))
     return StepResult({}, len(errors), errors, skipped=True, unconstrained=unconstrained)
 
 
