@@ -50,7 +50,7 @@ def build_model(device: str, dtype: str, layers: int):
     torch.manual_seed(0)
     cfg = LlamaConfig(
         vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=layers,
-        num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=8192, tie_word_embeddings=False,
+        num_attention_heads=12, num_key_value_heads=12, max_position_embeddings=16384, tie_word_embeddings=False,
     )
     model = LlamaForCausalLM(cfg).to(device=device, dtype=getattr(torch, dtype)).eval()
     model.requires_grad_(False)
