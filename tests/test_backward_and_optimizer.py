@@ -173,8 +173,8 @@ def test_llm_optimizer_sees_each_agents_own_trajectories_only():
 
 
 def test_a_rewrite_cut_by_the_token_budget_is_asked_again_for_half_the_length():
-    """A small model repeating short tokens writes under the 3 characters a token the cap assumes, and
-    its reply is cut inside the string: the next attempt's shape allows half the length."""
+    """A reply cut by the token budget inside the string (characters of several tokens, escapes) does not
+    parse: the next attempt's shape allows half the length."""
     cut_reply = Generation(text='{"prompts": {"facts": "NEVER invent. AI. AI. AI', finish_reason="length")
     model = FakeModel([cut_reply, GOOD], structured=False)
     caps = []
@@ -184,7 +184,7 @@ def test_a_rewrite_cut_by_the_token_budget_is_asked_again_for_half_the_length():
     inp.blamed = ["facts"]
     res = PromptOptimizer(model, max_attempts=3, settings=GenerationSettings(max_new_tokens=256)).step(inp)
     assert not res.skipped and res.attempts == 2 and "not JSON" in res.errors[0]
-    assert caps[1]["facts"]["maxLength"] == 3 * (128 - 8 - 16) < caps[0]["facts"]["maxLength"] == 3 * (256 - 8 - 16)
+    assert caps[1]["facts"]["maxLength"] == 128 - 8 - 16 < caps[0]["facts"]["maxLength"] == 256 - 8 - 16
     assert caps[0]["facts"]["pattern"] == caps[1]["facts"]["pattern"]  # the protected span stays required
     # a reply that ended on its own and is wrong in content is asked again at the same length
     model = FakeModel(['{"prompts": {"facts": "List facts."}}', GOOD], structured=False)
