@@ -111,6 +111,32 @@ def test_a_server_that_stops_mid_run_trips_the_breaker_and_the_run_keeps_what_it
     assert events.count("input_done") == 2 and events[-1] == "run_stopped" and "input_failed" not in events
 
 
+def test_a_slow_answer_is_not_a_dead_server_but_a_hung_one_trips_the_breaker():
+    """A request that times out counts from when it timed out: a server busy with one long prompt (a
+    CPU server reading 8k tokens) gets its retry; a server that never answers opens the breaker at its
+    next timeout, within two timeouts, instead of every request paying its retries."""
+    with OpenAICompatServer(FakeModel(["a"], cycle=True), latency=1.0) as srv:
+        model = OpenAIModel(name="m", model="tiny", base_url=srv.base_url, timeout=0.4, breaker_seconds=0.2,
+                            max_retries=3, backoff_initial=0.01, backoff_max=0.02)
+
+        def fast_after_the_first():
+            while srv.stats["requests"] < 1:
+                time.sleep(0.005)
+            srv.latency = 0.0  # the first request still sleeps its second; the retry is answered at once
+
+        threading.Thread(target=fast_after_the_first, daemon=True).start()
+        t0 = time.time()
+        assert model.generate(MSGS, None, GenerationSettings()).text == "a"
+        assert 0.4 <= time.time() - t0 < 1.0 and model.breaker.opened_at is None and srv.stats["requests"] == 2
+    with OpenAICompatServer(FakeModel(["a"], cycle=True), latency=5.0) as srv:  # hung: never within the timeout
+        model = OpenAIModel(name="m", model="tiny", base_url=srv.base_url, timeout=0.4, breaker_seconds=0.2,
+                            max_retries=8, backoff_initial=0.01, backoff_max=0.02)
+        t0 = time.time()
+        with pytest.raises(ServerUnreachableError, match="stopped answering"):
+            model.generate(MSGS, None, GenerationSettings())
+        assert time.time() - t0 < 1.5 and srv.stats["requests"] == 2  # two timeouts, not nine
+
+
 def test_breaker_opens_after_its_time_and_lets_a_probe_through():
     now = [0.0]
     b = Breaker(10.0, clock=lambda: now[0])

@@ -47,7 +47,8 @@ class OpenAIOptions(BaseModel):
     base_url: str | None = None
     api_key: str | None = Field(None, description="prefer api_key_env; never written to disk")
     api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = Field(120.0, gt=0)
+    timeout: float = Field(600.0, gt=0, description="seconds one request may take (the openai client's default): a "
+                           "local server on a CPU reads about 80 prompt tokens a second, an 8k-token prompt 100 s")
     max_retries: int = Field(8, ge=0)
     backoff_initial: float = Field(0.5, ge=0)
     backoff_max: float = Field(30.0, ge=0)
@@ -275,7 +276,10 @@ class OpenAIModel:
             hint = "is it running, and is the URL right?" if how == "refused the connection" else "is the URL right?"
             if how is not None and self.breaker.refused(f"the model server {self.url} {how} ({hint})"):
                 self._gate()
-            if self.breaker.failed(started, f"the model server {self.url} stopped answering: no response for "
+            # a timeout is silence since it expired, not since the attempt began: a server busy with a long
+            # prompt gets its retry, a hung one opens the breaker at its next timeout
+            since = self.breaker.clock() if isinstance(e, openai.APITimeoutError) else started
+            if self.breaker.failed(since, f"the model server {self.url} stopped answering: no response for "
                                             f"{self.options.breaker_seconds:g} s (breaker_seconds)"):
                 self._gate()
         if not _retryable(e) or attempt == self.options.max_retries:
