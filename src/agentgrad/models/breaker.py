@@ -10,7 +10,8 @@ a dropped connection). It is wrong in two cases, which :class:`Breaker` tells ap
   the URL;
 - **stopped answering**: connection failures and timeouts with no HTTP response in between, for
   ``seconds`` since the first of them started, open the breaker (a timeout "starts" when it expires:
-  one slow answer, a long prompt on a CPU server, is not a dead server; the caller passes that time). Callers check :meth:`Breaker.check`
+  one slow answer, a long prompt on a CPU server, is not a dead server; the caller passes that
+  time). Callers check :meth:`Breaker.check`
   before every attempt and never sleep past that moment, so every request in flight gives up within
   ``seconds`` (plus one request's ``timeout`` where a request hangs), and every later one at once,
   instead of each paying the full backoff.
