@@ -183,6 +183,16 @@ def test_the_summary_on_hand_worked_rows_paired_deltas_counts_ratios_and_the_ver
     assert o["only_bugged_edited"] == 0.25 and o["defect_removed"] == 0.25
     v = s["verdict"]  # centred per case: x (.25, -.25), (.5, -.5); y (.1875, -.1875) twice
     assert v["r"] == pytest.approx(0.28125 / math.sqrt(0.625 * 0.140625)) and v["strata"] == 2 and v["points"] == 4 and v["p"] > 0.3
+    assert s["verdict_precision"] is None  # precision None on every hand-worked row: no second verdict to print
+    assert "the verdict on precision is the one above" in markdown_table(s)
+    for r in rows:  # one agent blamed per failure: precision = accuracy, still one verdict
+        r["blame_precision"] = r["blame_accuracy"]
+    assert summarize(cases_rows, rows, noise, resamples=50)["verdict_precision"] is None
+    rows[4]["blame_precision"] = 0.25  # random blamed two agents on c1 seed 0: precision differs, its own verdict
+    vp = summarize(cases_rows, rows, noise, resamples=50)["verdict_precision"]
+    assert vp["predictor"] == "blame_precision" and vp["points"] == 4
+    for r in rows:
+        r["blame_precision"] = None
     assert s["by_case"]["c1"]["random"]["blame_accuracy"] == 0.5 and s["by_case"]["c2"]["oracle"]["gain"] == 0.25
     table = markdown_table(s)
     assert "| pipeline | 2 | 0.030 (3.0 of 100 questions) | +0.02, -0.04 |" in table

@@ -173,7 +173,9 @@ def summarize(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], noise
             "dropped": sum(not c.get("kept") for c in case_rows), "noise": noise, "families": families,
             "methods": methods, "by_case": by_case, "runs": len(rows),
             "verdict": verdict(by_arm) if by_arm else None,
-            "verdict_precision": verdict(by_arm, "blame_precision") if by_arm else None}
+            "verdict_precision": (verdict(by_arm, "blame_precision") if by_arm and any(
+                r.get("blame_precision") not in (None, r.get("blame_accuracy")) for r in rows if r["case"] in kept)
+                                   else None)}
 
 
 def _ci(t: Any, digits: int = 2, sign: bool = False) -> str:
@@ -230,6 +232,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
             out += ["", f"**Does {v['predictor'].replace('_', ' ')} predict test gain?** Within-case Pearson r = "
                         f"{v['r']:.3f} over {v['points']} (case, blame arm) means in {v['strata']} cases, slope "
                         f"{v['slope']:+.3f} gain per unit; permutation p = {v['p']:.4f} (shuffled within cases)."]
+    if summary.get("verdict") and not summary.get("verdict_precision"):
+        out += ["", "Blame precision equals blame accuracy on every run (each failure was blamed on one agent): "
+                    "the verdict on precision is the one above."]
     arms = list(summary["methods"])
     if summary["by_case"] and arms:
         out += ["", "### Per case: mean test gain (blame accuracy)", "", "| case | " + " | ".join(arms) + " |",
