@@ -233,8 +233,8 @@ def markdown_table(summary: dict[str, Any]) -> str:
                         f"{v['r']:.3f} over {v['points']} (case, blame arm) means in {v['strata']} cases, slope "
                         f"{v['slope']:+.3f} gain per unit; permutation p = {v['p']:.4f} (shuffled within cases)."]
     if summary.get("verdict") and not summary.get("verdict_precision"):
-        out += ["", "Blame precision equals blame accuracy on every run that records it (each failure was blamed on "
-                    "one agent): the verdict on precision is the one above."]
+        out += ["", "Blame precision is not recorded, or equals blame accuracy on every run (each failure was blamed "
+                    "on one agent): the verdict on precision is the one above."]
     arms = list(summary["methods"])
     if summary["by_case"] and arms:
         out += ["", "### Per case: mean test gain (blame accuracy)", "", "| case | " + " | ".join(arms) + " |",
