@@ -203,6 +203,52 @@ def test_the_summary_on_hand_worked_rows_paired_deltas_counts_ratios_and_the_ver
     assert paths[1].read_text().count("<circle") == 4  # one point per kept case and blame arm
 
 
+def test_the_gain_per_system_on_hand_worked_rows_and_its_table_only_for_several_systems():
+    cases_rows, rows, noise = _worked()
+    assert "### Per system" not in markdown_table(summarize(cases_rows, rows, noise, resamples=50))
+    cases_rows[1]["system"] = "fanin"  # c2 in a second system
+    s = summarize(cases_rows, rows, noise, resamples=200)
+    o, r = s["methods"]["oracle"]["by_system"], s["methods"]["random"]["by_system"]
+    # oracle c1 (pipeline): deltas [1, .5, 0, 0], 1 + 2 questions fixed over its two seeds; c2 (fanin): [0, .5, .5, 0]
+    assert o["pipeline"]["gain"][0] == pytest.approx(0.375) and (o["pipeline"]["fixed"], o["pipeline"]["broken"]) == (3, 0)
+    assert o["fanin"]["gain"][0] == pytest.approx(0.25) and o["fanin"]["question_runs"] == 8 and o["fanin"]["cases"] == 1
+    # random c2: seed 0 broke question 1 (1000 -> 0000), seed 1 left it: mean delta [-.5, 0, 0, 0]
+    assert r["fanin"]["gain"][0] == pytest.approx(-0.125) and (r["fanin"]["fixed"], r["fanin"]["broken"]) == (0, 1)
+    assert r["pipeline"]["gain"][0] == 0.0
+    table = markdown_table(s)
+    assert "| arm | fanin | pipeline |" in table
+    assert "| oracle | +0.250 [" in table and "] (1; 2 / 0 of 8) | +0.375 [" in table
+
+
+def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_two_arms(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cases_rows, rows, noise = _worked()
+    real = {s: [c.name for c in cases() if c.system == s] for s in ("pipeline", "fanin")}  # the script keeps only
+    names = {"c1": real["pipeline"][0], "c2": real["fanin"][0], "c3": real["fanin"][1]}  # names the benchmark makes
+    for r in cases_rows + rows:
+        r["case"] = names[r["case"]]
+    cases_rows[1]["system"] = cases_rows[2]["system"] = "fanin"
+    noise += [dict(n, system="fanin") for n in noise]
+    for name, data in (("cases", cases_rows), ("results", rows), ("noise", noise)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in data))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation_table.py"
+    run = lambda *a: subprocess.run([sys.executable, str(script), str(tmp_path), "--resamples", "50", *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    out = run("--seeds", "0", "--systems", "fanin", "--pairs", "oracle-random")
+    assert out.returncode == 0, out.stderr
+    # fanin, seed 0 only: oracle 1100 and random 0000 against bugged 1000 -> +0.25 and -0.25; their difference +0.5
+    assert "| oracle | 1 (1 x 1) |" in out.stdout and "| random | 1 (1 x 1) |" in out.stdout
+    assert "| pipeline |" not in out.stdout  # neither the noise floor nor the cases of the other system
+    assert "- oracle - random: +0.500 [" in out.stdout and "1 cases won / 0 lost of 1; same test answers on 0 runs" in out.stdout
+    bad = run("--seeds", "7")
+    assert bad.returncode != 0 and bad.stderr.strip().startswith("error: no runs") and "Traceback" not in bad.stderr
+    bad = run("--pairs", "oracle-gbc")
+    assert bad.returncode != 0 and "no runs of gbc" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_crossed_bootstrap_and_the_stratified_permutation_test_against_direct_computation():
     rng = random.Random(3)
     mat = [[rng.choice([-1, 0, 0, 1]) for _ in range(30)] for _ in range(6)]

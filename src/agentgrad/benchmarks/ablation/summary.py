@@ -86,17 +86,24 @@ def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[s
     flat = [r for c in runs.values() for r in c.values()]
     delta, damage = [], []
     fixed = broken = n_q = net_damage = 0
+    systems: dict[str, dict[str, Any]] = {}
     for c in sorted(runs):
         qb, qc = _q(kept[c]["test_bugged_q"]), _q(kept[c]["test_clean_q"])
         qs = [_q(r["test_q"]) for r in runs[c].values()]
         delta.append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
         damage.append([qc[i] - qb[i] for i in range(len(qb))])
+        per = systems.setdefault(kept[c].get("system", c.split("-")[0]),
+                                 {"d": [], "fixed": 0, "broken": 0, "question_runs": 0})
+        per["d"].append(delta[-1])
         for q in qs:
-            fixed += sum(a == 1 and b == 0 for a, b in zip(q, qb))
-            broken += sum(a == 0 and b == 1 for a, b in zip(q, qb))
-            n_q += len(q)
+            f, b = sum(a == 1 and b == 0 for a, b in zip(q, qb)), sum(a == 0 and b == 1 for a, b in zip(q, qb))
+            fixed, broken, n_q = fixed + f, broken + b, n_q + len(q)
+            per["fixed"], per["broken"], per["question_runs"] = per["fixed"] + f, per["broken"] + b, \
+                per["question_runs"] + len(q)
             net_damage += sum(qc) - sum(qb)
     gain = crossed_bootstrap({"d": delta}, lambda m: m["d"], resamples)
+    by_system = {s: {"cases": len(v["d"]), "gain": _stat(crossed_bootstrap({"d": v["d"]}, lambda m: m["d"], resamples)),
+                     **{k: v[k] for k in ("fixed", "broken", "question_runs")}} for s, v in sorted(systems.items())}
     rec = crossed_bootstrap({"d": delta, "g": damage}, lambda m: m["d"] / m["g"], resamples)
     col = lambda k: [r[k] for r in flat if r.get(k) is not None]  # noqa: E731
     out = {
@@ -110,7 +117,7 @@ def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[s
         "accepted_steps": sum(r["accepted"] for r in flat) / len(flat),
         "prompt_growth": list(mean_ci(col("prompt_growth"))),
         "calls": sum(r["calls"] for r in flat) / len(flat), "generated": sum(r["generated"] for r in flat) / len(flat),
-        "seconds": sum(r["seconds"] for r in flat) / len(flat), "vs": {},
+        "seconds": sum(r["seconds"] for r in flat) / len(flat), "vs": {}, "by_system": by_system,
     }
     for b in BASELINES:
         if b != arm and b in by_arm:
@@ -226,6 +233,14 @@ def markdown_table(summary: dict[str, Any]) -> str:
                    f"{_vs(s['vs'].get('random'))} | {_vs(s['vs'].get('all'))} | {_ci(s.get('of_oracle'))} | "
                    f"{s['defect_removed']:.2f} | {s['only_bugged_edited']:.2f} | {s['accepted_steps']:.2f} | "
                    f"{s['calls']:.0f} / {s['generated']:.0f} | {s['seconds']:.0f} |")
+    systems = sorted({k for s in summary["methods"].values() for k in s.get("by_system", {})})
+    if len(systems) > 1:
+        out += ["", "### Per system: test gain [95% interval] (cases; fixed / broken of question-runs)", "",
+                "| arm | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+        for m, s in summary["methods"].items():
+            cells = [(lambda v: "-" if v is None else f"{_ci(v['gain'], 3, True)} ({v['cases']}; {v['fixed']} / "
+                      f"{v['broken']} of {v['question_runs']})")(s.get("by_system", {}).get(k)) for k in systems]
+            out.append(f"| {m} | " + " | ".join(cells) + " |")
     for key in ("verdict", "verdict_precision"):
         v = summary.get(key)
         if v:
