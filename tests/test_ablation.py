@@ -245,8 +245,14 @@ def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_tw
     assert "- oracle - random: +0.500 [" in out.stdout and "1 cases won / 0 lost of 1; same test answers on 0 runs" in out.stdout
     bad = run("--seeds", "7")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error: no runs") and "Traceback" not in bad.stderr
+    bad = run("--seeds", "0", "--pairs", "oracle-random-x")
+    assert bad.returncode == 2 and "--pairs takes A-B" in bad.stderr
     bad = run("--pairs", "oracle-gbc")
-    assert bad.returncode != 0 and "no runs of gbc" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode != 0 and "no runs of arm 'gbc'" in bad.stderr and "Traceback" not in bad.stderr
+    (tmp_path / "results.jsonl").write_bytes(bytes(range(128, 256)))  # not text: one line, nothing written
+    bad = run()
+    assert bad.returncode == 1 and bad.stderr.strip().endswith("(not UTF-8 text)") and "Traceback" not in bad.stderr
+    assert (tmp_path / "results.jsonl").read_bytes() == bytes(range(128, 256))
 
 
 def test_crossed_bootstrap_and_the_stratified_permutation_test_against_direct_computation():

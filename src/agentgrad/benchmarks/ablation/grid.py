@@ -143,12 +143,24 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     return finish(out, options, seconds, stopped)
 
 
+def load_records(out: Path, seeds: list[int] | None = None, systems: list[str] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(case rows, run rows, noise rows)`` of a benchmark folder, of the chosen seeds and systems
+    (default: all). A row of an instance no longer generated (a duplicate) is left out."""
+    if not (Path(out) / "results.jsonl").is_file():
+        raise ConfigError(f"{out} is not a `bench ablation` folder (no results.jsonl)")
+    known = {c.name for c in cases() if not systems or c.system in systems}
+    case_rows = [r for r in read_rows(out / "cases.jsonl") if r.get("case") in known]
+    rows = [r for r in read_rows(out / "results.jsonl")
+            if r.get("case") in known and (seeds is None or r.get("seed") in seeds)]
+    noise = [r for r in read_rows(out / "noise.jsonl") if not systems or r.get("system") in systems]
+    return case_rows, rows, noise
+
+
 def finish(out: Path, options: dict[str, Any], seconds: float, stopped: bool) -> dict[str, Any]:
     """The summary, table and figures over everything in ``out`` so far."""
-    known = {c.name for c in cases()}  # a row of an instance no longer generated (a duplicate) is left out
-    rows = [r for r in read_rows(out / "results.jsonl") if r["case"] in known]
-    summary = summarize([r for r in read_rows(out / "cases.jsonl") if r["case"] in known], rows,
-                        read_rows(out / "noise.jsonl"))
+    case_rows, rows, noise = load_records(out)
+    summary = summarize(case_rows, rows, noise)
     summary["seconds_this_run"] = seconds
     summary["seconds_total"] = round(sum(c["seconds"] for c in read_rows(out / "chunks.jsonl")), 1)
     summary["chunks"] = len(read_rows(out / "chunks.jsonl"))

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.core.model import Generation, ThreadedAsyncMixin
 from agentgrad.core.trace import Trace
+from agentgrad.errors import ConfigError
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -28,8 +29,12 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     unfinished is skipped (its work is done again), a missing file is empty."""
     if not path.exists():
         return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, IsADirectoryError):
+        raise ConfigError(f"{path} is not a JSONL file of the benchmark (not UTF-8 text)") from None
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         try:
             obj = json.loads(line)
         except ValueError:

@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from agentgrad.benchmarks.stats import crossed_bootstrap, sign_test, stratified_permutation_corr
+from agentgrad.errors import ConfigError
 
 NULL_ARMS = ("noop", "random_line")
 BASELINES = ("random_line", "noop", "random", "all", "oracle")
@@ -62,12 +63,14 @@ def _stat(res: dict[str, Any]) -> list[float]:
 
 
 def compare(runs_a: dict[str, dict[int, dict]], runs_b: dict[str, dict[int, dict]], resamples: int = 2000) -> dict:
-    """Arm a minus arm b on the (case, seed) runs both have, per question: interval, p, sign test over cases."""
-    mat, case_means = [], []
+    """Arm a minus arm b on the (case, seed) runs both have, per question: interval, p, sign test over cases,
+    and on how many of those runs both gave the same test answers."""
+    mat, case_means, same = [], [], 0
     for c in sorted(set(runs_a) & set(runs_b)):
         seeds = sorted(set(runs_a[c]) & set(runs_b[c]))
         if not seeds:
             continue
+        same += sum(runs_a[c][s]["test_q"] == runs_b[c][s]["test_q"] for s in seeds)
         qa = [_q(runs_a[c][s]["test_q"]) for s in seeds]
         qb = [_q(runs_b[c][s]["test_q"]) for s in seeds]
         row = [sum(a[i] - b[i] for a, b in zip(qa, qb)) / len(seeds) for i in range(len(qa[0]))]
@@ -78,7 +81,18 @@ def compare(runs_a: dict[str, dict[int, dict]], runs_b: dict[str, dict[int, dict
     res = crossed_bootstrap({"d": mat}, lambda m: m["d"], resamples)
     wins, losses = sum(x > 0 for x in case_means), sum(x < 0 for x in case_means)
     return {"diff": res["value"], "ci95": res["ci95"], "p": res["p"], "cases": len(mat), "wins": wins,
-            "losses": losses, "p_sign": sign_test(wins, losses)}
+            "losses": losses, "p_sign": sign_test(wins, losses), "same_answers": same}
+
+
+def compare_arms(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], a: str, b: str,
+                 resamples: int = 2000) -> dict[str, Any]:
+    """:func:`compare` of arms ``a`` and ``b`` by name over the kept cases of ``case_rows``."""
+    kept = {c["case"]: c for c in case_rows if c.get("kept") and c.get("test_bugged_q")}
+    by_arm = _by_arm(rows, kept)
+    missing = [m for m in (a, b) if m not in by_arm]
+    if missing:
+        raise ConfigError(f"no runs of arm {missing[0]!r} here (arms with runs: {', '.join(by_arm) or 'none'})")
+    return compare(by_arm[a], by_arm[b], resamples)
 
 
 def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[str, Any]],
@@ -92,7 +106,7 @@ def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[s
         qs = [_q(r["test_q"]) for r in runs[c].values()]
         delta.append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
         damage.append([qc[i] - qb[i] for i in range(len(qb))])
-        per = systems.setdefault(kept[c].get("system", c.split("-")[0]),
+        per = systems.setdefault(kept[c]["system"],
                                  {"d": [], "fixed": 0, "broken": 0, "question_runs": 0})
         per["d"].append(delta[-1])
         for q in qs:
@@ -102,7 +116,8 @@ def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[s
                 per["question_runs"] + len(q)
             net_damage += sum(qc) - sum(qb)
     gain = crossed_bootstrap({"d": delta}, lambda m: m["d"], resamples)
-    by_system = {s: {"cases": len(v["d"]), "gain": _stat(crossed_bootstrap({"d": v["d"]}, lambda m: m["d"], resamples)),
+    by_system = {s: {"cases": len(v["d"]), "gain": _stat(gain if len(systems) == 1 else crossed_bootstrap(
+                         {"d": v["d"]}, lambda m: m["d"], resamples)),
                      **{k: v[k] for k in ("fixed", "broken", "question_runs")}} for s, v in sorted(systems.items())}
     rec = crossed_bootstrap({"d": delta, "g": damage}, lambda m: m["d"] / m["g"], resamples)
     col = lambda k: [r[k] for r in flat if r.get(k) is not None]  # noqa: E731
