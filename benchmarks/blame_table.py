@@ -1,6 +1,8 @@
 """Print the README's blame tables (markdown) from a ``bench blame`` metrics.json.
 
     python benchmarks/blame_table.py runs/blame/metrics.json [--methods a,b] [--compact] [--save small.json]
+        [--keep records.jsonl]
+    python benchmarks/blame_table.py records.jsonl ...   # the same tables from kept records
 
 Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
 table, a row per method, a column per topology, each cell the figure and its paired difference with
@@ -8,7 +10,10 @@ table, a row per method, a column per topology, each cell the figure and its pai
 family over every topology with its 95% Wilson interval, the paired difference with its bootstrap
 interval, and the best model-free method of those episodes. Token-level hit@1 (targeted objective)
 per family where the loss has a span. ``--save`` keeps a small copy (agent top-1 and the paired
-figures per group, token precision, cost).
+figures per group, token precision, cost). ``--keep`` writes the run's per-episode records, compact
+(ids, truth, each method's scores, token precision; no traces or rankings), one JSON line each: the
+file the repository keeps of a run (``benchmarks/blame-smollm2/``), which this script reads back in
+place of a metrics.json and summarises with the benchmark's own code.
 """
 
 from __future__ import annotations
@@ -34,18 +39,53 @@ def cell(fig: dict) -> str:
     return f"{v:.2f} ({d['diff']:+.2f}, p {_p(d['p'])}{best})"
 
 
+KEPT = ("episode", "topology", "fault", "long", "truth", "candidates", "token")
+SCORES = ("agent_top1", "node_top1", "agent_top3")
+
+
+def keep(episodes: Path, out: Path) -> None:
+    """The run's episode records, compact, one JSON line each (sorted by episode id)."""
+    files = sorted(episodes.glob("*.json"))
+    if not files:
+        sys.exit(f"blame_table: --keep: no episode records in {episodes}")
+    lines = []
+    for f in files:
+        r = json.loads(f.read_text())
+        r = {**{k: r[k] for k in KEPT if k in r},
+             "methods": {m: {k: v[k] for k in SCORES} for m, v in r["methods"].items()}}
+        lines.append(json.dumps(r, sort_keys=True))
+    try:
+        out.write_text("\n".join(lines) + "\n")
+    except OSError as e:
+        sys.exit(f"blame_table: --keep: cannot write {out} ({e.strerror})")
+    print(f"kept {len(lines)} episode records in {out}", file=sys.stderr)
+
+
+def read_records(path: Path) -> dict:
+    """A kept records.jsonl summarised as ``bench blame`` summarises a run (every method of its first record)."""
+    from agentgrad.benchmarks.planted.bench import summarize
+
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return summarize(records, list(records[0]["methods"]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("metrics", type=Path)
     ap.add_argument("--save", type=Path)
+    ap.add_argument("--keep", type=Path, help="write the run's episode records, compact, as JSON lines")
     ap.add_argument("--methods", default="", help="comma list (default: every method)")
     ap.add_argument("--compact", action="store_true", help="topology cells hold the figure only (the docs' tables)")
     a = ap.parse_args()
     try:
-        m = json.loads(a.metrics.read_text())
+        m = read_records(a.metrics) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
         g = m["groups"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"blame_table: {a.metrics} is not a bench blame metrics.json ({e})")
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        sys.exit(f"blame_table: {a.metrics} is not a bench blame metrics.json or records.jsonl ({e})")
+    if a.keep:
+        if a.keep.resolve() == a.metrics.resolve():
+            sys.exit(f"blame_table: --keep {a.keep} would overwrite the records it reads; name another file")
+        keep(a.metrics.parent / "episodes", a.keep)
     methods = [x for x in a.methods.split(",") if x] or m["methods"]
     missing = [x for x in methods if x not in m["methods"]]
     if missing:
@@ -79,6 +119,11 @@ def main() -> None:
             print(f"\nToken hit@1 (targeted objective, the source that carried the value into the loss's call): "
                   f"{tok['hit1']['value']:.2f} [{tok['hit1']['ci95'][0]:.2f}, {tok['hit1']['ci95'][1]:.2f}], "
                   f"mass {tok['mass']:.2f}, n {tok['n']}")
+            if "abs_gxi" in tok:  # the token scored by |gradient x input| (chosen on the development seed)
+                t, d = tok["abs_gxi"], tok["abs_gxi"]["vs_l1"]
+                print(f"By |gradient x input|: {t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, "
+                      f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
+                      f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
         print()
     if a.save:
         small = {"episodes": m["episodes"], "chance_agent_top1": m["chance_agent_top1"], "token": m["token"],

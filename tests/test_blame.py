@@ -463,3 +463,74 @@ def test_temporal_after_occlusion_reads_the_unoccluded_row_and_ranks_as_alone(to
                 assert ctx._cache[("temporal credit", n)][0][1] == pytest.approx(
                     alone_ctx._cache[("temporal credit", n)][0][1], abs=1e-4)
     assert reused > 0  # temporal credit did read calls that occlusion had scored
+
+
+def test_token_precision_by_hand_under_l1_and_abs_gxi():
+    """The carrying source's tokens: a key (heavy L1, small |g.e|) then the value's two tokens; the
+    L1 peak is the key (a miss), the |g.e| peak a value token (a hit); the summary pairs the two."""
+    from types import SimpleNamespace as NS
+
+    from agentgrad.benchmarks.planted.bench import _token, token_precision
+
+    # source node 1's text "city: 15:30" sits at characters 100.. of the rendered call; its tokens
+    # "city" (100-104), ":" (104-105), " 15" (105-108), ":30" (108-111); the corrupted value is "15:30" (6-11)
+    src = NS(source=1, positions=[0, 1, 2, 3], l1=[9.0, 1.0, 4.0, 2.0], gxi=[0.5, -0.1, -3.0, 1.0])
+    render = NS(offsets=[(100, 104), (104, 105), (105, 108), (108, 111)], source_chars={1: [(100, 111)]})
+    ctx = NS(loss=NS(spans={2: [(0, 7)]}), attribute=lambda node, region: NS(sources=[src]), render=lambda node: render)
+    truth = {"path": [1, 2], "corrupted": {"1": [(6, 11)]}}
+    t = token_precision(ctx, truth, "targeted")
+    assert t["hit1"] == 0.0 and t["mass"] == pytest.approx(6 / 16)
+    assert t["abs_gxi"]["hit1"] == 1.0 and t["abs_gxi"]["mass"] == pytest.approx(4.0 / 4.6)
+    assert token_precision(ctx, {"path": [2], "corrupted": {}}, "targeted") is None  # a fault at the loss's call
+    # two episodes: L1 hits 0 and 1, |g.e| hits 1 and 1: +0.5 over L1, one won, none lost
+    recs = [{"token": {"targeted": t}}, {"token": {"targeted": {"hit1": 1.0, "mass": 0.5,
+                                                                "abs_gxi": {"hit1": 1.0, "mass": 0.7}}}}]
+    s = _token(recs)["targeted"]
+    assert s["hit1"]["value"] == 0.5 and s["abs_gxi"]["hit1"]["value"] == 1.0 and s["abs_gxi"]["n"] == 2
+    assert s["abs_gxi"]["mass"] == pytest.approx((4.0 / 4.6 + 0.7) / 2)
+    d = s["abs_gxi"]["vs_l1"]
+    assert d["diff"] == 0.5 and (d["wins"], d["losses"]) == (1, 0)
+
+
+def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(tmp_path):
+    """benchmarks/blame_table.py on a metrics.json made by summarize from hand records."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def rec(topo, m, p, hit, ghit):
+        return {"topology": topo, "fault": "transformed", "long": False, "candidates": 4,
+                "methods": {"gbc:max_l1:targeted:follow": {"agent_top1": m, "node_top1": m, "agent_top3": 1.0},
+                            "provenance": {"agent_top1": p, "node_top1": p, "agent_top3": 1.0}},
+                "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6}}}}
+
+    recs = [rec("chain", 1.0, 0.0, 0.0, 1.0), rec("chain", 1.0, 0.0, 1.0, 1.0), rec("fanin", 0.0, 0.0, 0.0, 0.0),
+            rec("fanin", 1.0, 1.0, 0.0, 1.0)]
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(summarize(recs, ["gbc:max_l1:targeted:follow", "provenance"])))
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "blame_table.py"
+    out = subprocess.run([sys.executable, str(script), str(path), "--compact"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "### transformed (4 episodes: chain 2, fanin 2)" in out.stdout
+    row = next(line for line in out.stdout.splitlines() if line.startswith("| `gbc:max_l1:targeted:follow`"))
+    assert row.startswith("| `gbc:max_l1:targeted:follow` | 1.00 | 0.50 | 0.75 [")  # 3 of 4
+    assert "+0.50 [" in row and "(2 won, 0 lost, p 0.50)" in row  # against provenance 1 of 4
+    assert "Token hit@1 (targeted objective, the source that carried the value into the loss's call): 0.25 [" in out.stdout
+    assert "By |gradient x input|: 0.75 [" in out.stdout and "against L1 +0.50 [" in out.stdout
+    assert "(2 won, 0 lost, p 0.50)" in out.stdout.split("By |gradient x input|")[1]
+    # --keep writes the episode records compact; the tables read back from them are the same
+    (tmp_path / "episodes").mkdir()
+    for i, r in enumerate(recs):
+        (tmp_path / "episodes" / f"e{i}.json").write_text(json.dumps({**r, "episode": f"e{i}", "loss": {"x": 1}}))
+    kept = tmp_path / "kept.jsonl"
+    again = subprocess.run([sys.executable, str(script), str(path), "--compact", "--keep", str(kept)],
+                           capture_output=True, text=True)
+    assert again.returncode == 0 and again.stdout == out.stdout and "kept 4 episode records" in again.stderr
+    lines = [json.loads(x) for x in kept.read_text().splitlines()]
+    assert [x["episode"] for x in lines] == ["e0", "e1", "e2", "e3"] and "loss" not in lines[0]
+    back = subprocess.run([sys.executable, str(script), str(kept), "--compact"], capture_output=True, text=True)
+    assert back.returncode == 0 and back.stdout == out.stdout, back.stderr
+    same = subprocess.run([sys.executable, str(script), str(kept), "--keep", str(kept)], capture_output=True, text=True)
+    assert same.returncode == 1 and "would overwrite" in same.stderr and kept.read_text().count("\n") == 4
+    bad = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "is not a bench blame metrics.json" in bad.stderr and "Traceback" not in bad.stderr

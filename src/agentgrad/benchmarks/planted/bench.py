@@ -9,7 +9,10 @@ Metrics per method (and per topology, fault kind and length ratio):
   requests, as the method would cost alone (passes shared with other methods are counted for each).
 Token-level precision (per objective): at the loss's call, within the source that carried the
 corrupted value to it, whether the highest-scoring token lies inside the corrupted value
-(``hit1``) and the share of the source's gradient mass (L1) on it (``mass``).
+(``hit1``) and the share of the source's gradient mass (L1) on it (``mass``). A token scores by
+the L1 norm of its gradient (what the walk reads), and also, under ``abs_gxi``, by the magnitude of
+gradient x input (|g_t . e_t|), which discounts tokens the model leans on whatever they say (a
+line's key): chosen on the development seed (10), reported beside L1 on the others.
 """
 
 from __future__ import annotations
@@ -39,9 +42,20 @@ def top3(ranking: list[Blame], truth: str) -> float:
 TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's truth, for the tables
 
 
-def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, float] | None:
+TOKEN_SCORES = ("abs_gxi",)  # per-token scores reported beside the L1 norm (the module docstring)
+
+
+def _hit_and_mass(scores: list[float], inside: list[bool]) -> dict[str, float]:
+    """Whether the highest-scoring token is inside the value (first of ties), and the value's share of the scores."""
+    top = max(range(len(scores)), key=lambda i: scores[i])
+    total = sum(scores) or 1.0
+    return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(scores, inside) if i) / total}
+
+
+def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, Any] | None:
     """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call
-    (None where there is no such value: a dropped key, or a fault at the loss's call itself)."""
+    (None where there is no such value: a dropped key, or a fault at the loss's call itself): by the
+    gradient's L1 norm per token (``hit1``, ``mass``) and by |gradient x input| (``abs_gxi``)."""
     path = truth["path"]
     if len(path) < 2 or str(path[-2]) not in truth.get("corrupted", {}) or not ctx.loss.spans:
         return None
@@ -55,9 +69,10 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     a, b = truth["corrupted"][str(src)][0]
     base = r.source_chars[src][0][0]
     inside = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
-    top = max(range(len(s.l1)), key=lambda i: s.l1[i])
-    total = sum(s.l1) or 1.0
-    return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(s.l1, inside) if i) / total}
+    out: dict[str, Any] = _hit_and_mass(s.l1, inside)
+    if len(s.gxi) == len(s.l1):
+        out["abs_gxi"] = _hit_and_mass([abs(v) for v in s.gxi], inside)
+    return out
 
 
 def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], list[Blame]]], agent: str,
@@ -235,10 +250,19 @@ def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
     for obj in ("whole", "targeted"):
         vals = [r["token"][obj] for r in records if r.get("token") and r["token"].get(obj)]
         if vals:
-            hits = sum(v["hit1"] for v in vals)
-            token[obj] = {"n": len(vals), "hit1": {"value": hits / len(vals), "ci95": list(wilson(hits, len(vals)))},
-                          "mass": sum(v["mass"] for v in vals) / len(vals)}
+            token[obj] = _precision_summary(vals)
+            for score in TOKEN_SCORES:
+                both = [v for v in vals if score in v]
+                if both:  # and paired with L1's hit on the same episodes
+                    token[obj][score] = {**_precision_summary([v[score] for v in both]),
+                                         "vs_l1": paired([v[score]["hit1"] for v in both], [v["hit1"] for v in both])}
     return token
+
+
+def _precision_summary(vals: list[dict[str, Any]]) -> dict[str, Any]:
+    hits = sum(v["hit1"] for v in vals)
+    return {"n": len(vals), "hit1": {"value": hits / len(vals), "ci95": list(wilson(hits, len(vals)))},
+            "mass": sum(v["mass"] for v in vals) / len(vals)}
 
 
 def _model_free(name: str) -> bool:
