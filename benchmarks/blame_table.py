@@ -50,9 +50,12 @@ def keep(episodes: Path, out: Path) -> None:
         sys.exit(f"blame_table: --keep: no episode records in {episodes}")
     lines = []
     for f in files:
-        r = json.loads(f.read_text())
-        r = {**{k: r[k] for k in KEPT if k in r},
-             "methods": {m: {k: v[k] for k in SCORES} for m, v in r["methods"].items()}}
+        try:
+            r = json.loads(f.read_text())
+            r = {**{k: r[k] for k in KEPT if k in r},
+                 "methods": {m: {k: v[k] for k in SCORES} for m, v in r["methods"].items()}}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"blame_table: --keep: {f} is not a bench blame episode record ({e})")
         lines.append(json.dumps(r, sort_keys=True))
     try:
         out.write_text("\n".join(lines) + "\n")
