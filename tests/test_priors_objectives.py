@@ -212,3 +212,69 @@ def test_whowhen_pairs_every_method_with_the_best_prior_and_provenance(tmp_path,
     assert "paired on the same logs" in out and "| `gbc:mean_l1:contrast:maxw` |" in out
     assert json.loads((tmp_path / "W" / "metrics.json").read_text())["groups"]["algorithm"]["methods"]["first"][
         "vs_best_prior"]["step"]["baseline"] == "most_active"
+
+
+# --- the answer span of a Who&When log ------------------------------------------------------------
+def test_answer_units_skip_code_markers_references_headings_and_failed_runs():
+    from agentgrad.benchmarks.whowhen.span import answer_units
+
+    text = "1. First\n2) then [7] add\n```python\nx = 99\n```\nThe total is $1,250.5 or 35%."
+    assert [text[a:b] for a, b in answer_units(text, True)] == ["$1,250.5", "35%"]
+    assert answer_units("exitcode: 1 (execution failed)\nCode output: line 2", True) == []
+    ok = "exitcode: 0 (execution succeeded)\nCode output: 56,583"
+    assert [ok[a:b] for a, b in answer_units(ok, True)] == ["0", "56,583"]
+    words = 'Steps:\n**Verification Steps:** say "TERMINATE" or **Big Apple Foods** and "Glass Onion"'
+    assert [words[a:b] for a, b in answer_units(words, False)] == ["Big Apple Foods", "Glass Onion"]
+
+
+@pytest.mark.parametrize("unit,truth,wrong", [
+    ("732,050", "736455", True), ("736,455", "736455", False), ("31.666", "31.67", False),
+    ("31.6", "31.67", True), ("$55", "$55", False), ("1148", "1148 sqft", False), ("35.00%", "31.67", True),
+    ("Glass Onion", "Glass Onion: A Knives Out Mystery", False), ("Infamous (2006)", "Glass Onion", True),
+    ("the mcdonald's", "McDonald's", False), ("TERMINATE", "McDonald's", True)])
+def test_a_unit_disagrees_with_the_truth_at_its_precision_or_by_its_words(unit, truth, wrong):
+    from agentgrad.benchmarks.whowhen.span import disagrees
+
+    assert disagrees(unit, truth) is wrong
+
+
+def test_answer_span_reads_back_from_the_end_over_three_messages_and_the_loss_targets_it():
+    from agentgrad.benchmarks.whowhen.bench import whowhen_loss
+    from agentgrad.benchmarks.whowhen.span import answer_span
+
+    msgs = ["The answer might be 40 or 42.", "I computed 41, then 44.", "Checked: 42.", "TERMINATE"]
+    tr = whowhen_trace({"question": "q?", "ground_truth": "42", "mistake_agent": "B", "mistake_step": "1",
+                        "history": [{"role": r, "content": c} for r, c in zip("ABCA", msgs)]}, "t", "hand")
+    calls = tr.calls()
+    s = answer_span(tr, "42")  # "TERMINATE" says nothing; C's 42 agrees; B's last wrong number is 44
+    assert (s.node, s.text) == (calls[1].id, "44") and calls[1].text[s.start:s.end] == "44"
+    assert answer_span(tr, "44").text == "42"  # C states 42 against a truth of 44
+    assert answer_span(tr, "") is None
+    far = whowhen_trace({"question": "q?", "ground_truth": "7", "mistake_agent": "A", "mistake_step": "0",
+                         "history": [{"role": r, "content": c} for r, c in
+                                     zip("ABCD", ["It is 9.", "Fine.", "Agreed, done.", "Yes."])]}, "f", "hand")
+    assert answer_span(far, "7") is None  # the wrong 9 lies four messages back: beyond MAX_MESSAGES
+    loss = whowhen_loss(tr, True, span=True)
+    assert loss.targets == [calls[1].id] and loss.spans == {calls[1].id: [(s.start, s.end)]}
+    assert loss.details == {"expected": "42", "span_text": "44"} and "The team answered: 44." in loss.text
+    assert whowhen_loss(tr, False, span=True).spans == {}  # no ground truth: nothing to locate against
+    assert whowhen_loss(far, True, span=True).targets == [far.calls()[-1].id]  # not found: the final call
+
+
+def test_whowhen_answer_span_run_records_what_it_found_and_the_string_walk_follows_it(tmp_path):
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+
+    def mk(i, msgs, agent, step):
+        return whowhen_trace({"question": "q?", "ground_truth": "42", "mistake_agent": agent, "mistake_step": str(step),
+                              "history": [{"role": r, "content": c} for r, c in zip("ABCD", msgs)]}, f"t{i}", "algorithm")
+    traces = [mk(0, ["Start.", "It is 17.", "So 17, as B said.", "TERMINATE"], "B", 1),  # 17 first said by B
+              mk(1, ["Fine.", "Fine.", "Fine.", "Fine."], "A", 0)]  # nothing to locate
+    m = run_whowhen(traces, ["provenance", "last", "first"], out=tmp_path / "W", span=True)
+    recs = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "W" / "logs").glob("*.json")}
+    assert recs["t0"]["span"] == {"node": traces[0].calls()[2].id, "text": "17"} and recs["t1"]["span"] is None
+    assert recs["t0"]["methods"]["provenance"]["step"] == 1.0  # walked back to B, who said it first
+    assert recs["t0"]["methods"]["last"]["top"]["node"] == traces[0].calls()[2].id  # the located call
+    assert m["groups"]["all"]["span"] == {"found": 1, "truth_after": 0}
+    assert json.loads((tmp_path / "W" / "bench.json").read_text())["span"] is True
+    with pytest.raises(Exception, match="ground truth"):
+        run_whowhen(traces, ["first"], with_ground_truth=False, span=True)

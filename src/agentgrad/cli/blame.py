@@ -198,6 +198,10 @@ def bench_whowhen(
     max_context: Optional[int] = typer.Option(None, "--max-context", min=16,
                                               help="The scorer's context in tokens, below the model's: a cheaper "
                                                    "window; longer calls are handled by --on-too-long."),
+    answer_span: bool = typer.Option(False, "--answer-span", help="Locate the wrong answer the log states "
+                                                                  "(against the ground truth) and give the loss "
+                                                                  "that call and span: the content rules, the "
+                                                                  "targeted objective and provenance follow it."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
     from agentgrad.attribution.scorer import Scorer
@@ -210,6 +214,8 @@ def bench_whowhen(
 
     if on_too_long not in ("skip", "exclude", "window", "error"):
         raise ConfigError(f"--on-too-long must be skip, exclude, window or error, got {on_too_long!r}")
+    if answer_span and not with_ground_truth:
+        raise ConfigError("--answer-span locates the answer against the ground truth: drop --without-ground-truth")
     spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
     names = select_methods(spec, judge=bool(judge))
     scored = [n for n in names if needs_scorer(n)]
@@ -237,7 +243,7 @@ def bench_whowhen(
         bar = progress.add_task("logs", total=len(traces))
         m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
                         exclude_too_long=on_too_long in ("exclude", "window") and sc is not None, resume=resume,
-                        window=on_too_long == "window" and sc is not None,
+                        window=on_too_long == "window" and sc is not None, span=answer_span,
                         setup={"scorer": scorer, "judge": judge, "subset": subset,
                                **({"max_context": max_context} if max_context else {})})
     groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
@@ -263,6 +269,9 @@ def bench_whowhen(
             table.add_row(*row)
         _print_wide(table)
     _print_judge_misses(m["groups"]["all"]["methods"], m["logs"])
+    if (sp := m["groups"].get("all", {}).get("span")) is not None:
+        console.print(f"answer located (--answer-span) in {sp['found']} of {m['logs']} logs; in {sp['truth_after']} "
+                      f"of them the labelled step comes after the located answer", markup=False)
     if m["groups"].get("all", {}).get("windowed"):
         console.print("logs with calls longer than the scorer's context, scored on the steps nearest each call "
                       "that fit: " + ", ".join(f"{g} {m['groups'][g]['windowed']}" for g in groups), markup=False)

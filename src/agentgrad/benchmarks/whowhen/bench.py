@@ -44,11 +44,13 @@ from typing import Any, Callable
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.planted.bench import check_setup, top1_credit
 from agentgrad.benchmarks.stats import paired, wilson
+from agentgrad.benchmarks.whowhen.span import answer_span
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method
 from agentgrad.blame.priors import is_prior
 from agentgrad.core.trace import Trace
 from agentgrad.core.files import RunFiles
+from agentgrad.errors import ConfigError
 
 DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
                    "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last,"
@@ -76,10 +78,12 @@ def step_within(ranking: list[Blame], truth_node: int) -> dict[str, float]:
     return {str(k): sum(abs(n - truth_node) <= k for n in top) / max(len(top), 1) for k in TOLERANCES}
 
 
-def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
+def whowhen_loss(trace: Trace, with_ground_truth: bool, span: bool = False) -> VerbalLoss:
     """The verbal loss of a failed log, attached to its last call; with ``with_ground_truth`` the answer
     is in its text and its ``details["expected"]`` (what the ``contrast`` objective puts in place of
-    the final message)."""
+    the final message). With ``span`` (and the answer) the loss targets the call that states a wrong
+    answer, with that answer's characters as its span (:func:`~agentgrad.benchmarks.whowhen.span.answer_span`;
+    ``details["span_text"]``), where one is found."""
     labels = trace.meta.get("labels", {})
     question = trace.nodes[0].text.strip()
     text = f"The team did not solve the task. The task was: {question}"
@@ -87,6 +91,9 @@ def whowhen_loss(trace: Trace, with_ground_truth: bool) -> VerbalLoss:
     if with_ground_truth and labels.get("ground_truth") not in (None, ""):
         text += f" The correct answer is: {labels['ground_truth']}."
         details["expected"] = str(labels["ground_truth"])
+    if span and "expected" in details and (found := answer_span(trace, details["expected"])) is not None:
+        return VerbalLoss(text + f" The team answered: {found.text}.", [found.node], "whowhen",
+                          details | {"span_text": found.text}, {found.node: [(found.start, found.end)]})
     final = trace.calls()[-1].id
     return VerbalLoss(text, [final], "whowhen", details)
 
@@ -119,7 +126,8 @@ def _read_back(files: RunFiles | None, log: str, methods: list[str]) -> dict[str
 def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, judge: Any = None,
                 with_ground_truth: bool = True, out: Path | None = None, seed: int = 0,
                 on_log: Callable[[dict[str, Any]], None] | None = None, exclude_too_long: bool = False,
-                resume: bool = False, setup: dict[str, Any] | None = None, window: bool = False) -> dict[str, Any]:
+                resume: bool = False, setup: dict[str, Any] | None = None, window: bool = False,
+                span: bool = False) -> dict[str, Any]:
     """Every method on every log; agent- and step-level accuracy per subset with 95% intervals.
 
     ``exclude_too_long``: a log whose longest call exceeds the scorer's context is counted, not
@@ -129,12 +137,17 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
     what produced the figures, must be the earlier run's: ``bench.json``). With ``out``, the figures
     (returned, and written to ``out/metrics.json``) cover every record in ``out/logs/`` that covers
     ``methods``, so a run over some of the logs (``--logs 5-5 --resume``) keeps the folder's summary whole.
-    Each method's record holds its scorer seconds (a judge's: the wall time of its requests)."""
+    Each method's record holds its scorer seconds (a judge's: the wall time of its requests).
+    ``span``: the loss targets the call stating a wrong answer, with its span (:func:`whowhen_loss`);
+    each record says what was found (``span``: node and text, or None)."""
+    if span and not with_ground_truth:
+        raise ConfigError("the answer span is located against the ground truth: use it with the ground truth")
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
     if out is not None:
         setup = {**(setup or {}), "seed": seed, "with_ground_truth": with_ground_truth,
-                 "exclude_too_long": exclude_too_long, **({"window": True} if window else {})}
+                 "exclude_too_long": exclude_too_long, **({"window": True} if window else {}),
+                 **({"span": True} if span else {})}
         check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)  # type: ignore[union-attr]
     records = []
@@ -167,12 +180,15 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
                 continue
         t_log = time.time()
         seen = tr.without_meta("labels")
-        ctx = BlameContext(seen, whowhen_loss(tr, with_ground_truth), scorer, seed + i, judge)
+        loss = whowhen_loss(tr, with_ground_truth, span)
+        ctx = BlameContext(seen, loss, scorer, seed + i, judge)
         upstream = ctx.upstream()
         truth_agent = str(labels["mistake_agent"]).lower()
         rec: dict[str, Any] = {"log": tr.id, "subset": labels["subset"], "truth": {
             "agent": labels["mistake_agent"], "step": labels["mistake_step"], "node": labels["mistake_node"]},
             "steps": len(upstream), "methods": {},
+            **({"span": {"node": loss.targets[0], "text": loss.details["span_text"]} if loss.spans else None}
+               if span else {}),
             "chance": {"agent": sum(seen.nodes[n].name.lower() == truth_agent for n in upstream) / max(len(upstream), 1),
                        "step": 1 / max(len(upstream), 1)}}
         for m, fn in fns.items():
@@ -240,6 +256,11 @@ def summarize_whowhen(records: list[dict[str, Any]], methods: list[str]) -> dict
                            "unread": sum(bool(r["methods"][m].get("unread")) for r in rs),
                            "seconds": sum(r["methods"][m].get("seconds", 0.0) for r in rs) / max(n, 1)}
                         for m in methods}}
+        if any("span" in r for r in rs):  # --answer-span: logs with a located answer, and those whose
+            # labelled step comes after it (no method that walks back from the span can reach it)
+            found = [r for r in rs if r.get("span")]
+            out["groups"][g]["span"] = {"found": len(found), "truth_after": sum(
+                r["truth"]["node"] > r["span"]["node"] for r in found)}
         pair_with_priors(rs, methods, out["groups"][g]["methods"])
     return out
 
