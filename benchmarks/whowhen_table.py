@@ -55,7 +55,10 @@ def main() -> None:
     scored = [r for r in recs if not r.get("excluded")]
     if not scored:
         raise SystemExit(f"no scored log in {a.folder}")
-    methods = list(scored[0]["methods"])
+    # the methods every scored log has (a resumed run with fewer methods leaves some only in earlier records)
+    methods = [x for x in scored[0]["methods"] if all(x in r["methods"] for r in scored)]
+    if partial := sorted({x for r in scored for x in r["methods"]} - set(methods)):
+        print(f"left out, not on every log: {', '.join(partial)}\n")
     for other in a.also:
         theirs = scored_by_log(other)
         missing = sorted(r["log"] for r in scored if r["log"] not in theirs)
