@@ -278,3 +278,15 @@ def test_whowhen_answer_span_run_records_what_it_found_and_the_string_walk_follo
     assert json.loads((tmp_path / "W" / "bench.json").read_text())["span"] is True
     with pytest.raises(Exception, match="ground truth"):
         run_whowhen(traces, ["first"], with_ground_truth=False, span=True)
+
+
+def test_whowhen_table_leaves_out_a_method_that_only_some_logs_have(tmp_path):
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+
+    traces = [log(["A", "B", "A"], 0, "A", id="t0", subset="algorithm"), log(["B", "A"], 1, "A", id="t1", subset="algorithm")]
+    run_whowhen(traces[:1], ["first", "last", "random"], out=tmp_path / "W")  # a first chunk with one method more
+    run_whowhen(traces, ["first", "last"], out=tmp_path / "W", resume=True)
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "left out, not on every log: random" in out and "2 logs scored" in out
+    assert "| `first` | 0.50" in out and "`random`" not in out.split("left out")[1]  # t0 right, t1 wrong (B spoke first)
