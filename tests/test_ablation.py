@@ -20,6 +20,7 @@ from agentgrad.benchmarks.ablation import bench as B
 from agentgrad.benchmarks.ablation.cases import ABLATION_SPLITS, DEFECTS, SYSTEMS, Case, cases, make_splits
 from agentgrad.benchmarks.ablation.defects import AGENT_KINDS, AGENTS, NEUTRAL
 from agentgrad.benchmarks.ablation.grid import run_ablation
+from agentgrad.benchmarks.ablation.memo import append_row, read_rows
 from agentgrad.benchmarks.ablation.summary import markdown_table, mean_ci, summarize
 from agentgrad.benchmarks.ablation.figure import write_figures
 from agentgrad.benchmarks.stats import crossed_bootstrap, stratified_permutation_corr
@@ -68,6 +69,10 @@ def test_every_instance_plants_one_line_in_exactly_the_bugged_agent_at_its_posit
             assert " ".join(rest) == clean.agents[name].prompt.strip()  # the defect line is the only change
     assert [c.name for c in cases(["fanin"], ["wrong_item"], wordings=1, positions=2, agents=1)] == [
         "fanin-wrong_item-checker-w0-second", "fanin-wrong_item-checker-w0-first"]
+    # a range of wordings: those added after a screen, screened alone (names and prompts as in the full list)
+    later = cases(["fanin"], ["wrong_item"], wordings=(1, 2), positions=1, agents=1)
+    assert [c.name for c in later] == ["fanin-wrong_item-checker-w1-second", "fanin-wrong_item-checker-w2-second"]
+    assert set(later) <= set(all_cases)
     prompts = {c.name: (c.system, c.bugged_agent, c.config(model).agents[c.bugged_agent].prompt) for c in all_cases}
     assert len(set(prompts.values())) == len(prompts)  # no two instances of a system plant the same prompt
     assert "pipeline-stale_example-reader-w0-last" not in prompts  # one sentence: last is second
@@ -312,7 +317,10 @@ def test_bad_options_are_one_line_errors_and_nothing_is_written(tmp_path):
     for args, msg in ((["--systems", "tree"], "unknown system 'tree'"), (["--defects", "typo"], "unknown defect"),
                       (["--methods", "gbc,best"], "unknown method 'best'"), (["--seeds", "0"], "at least 1"),
                       (["--optimizer", "magic"], "--optimizer takes"), (["--keep-factor", "-1"], "--keep-factor"),
-                      (["--val-size", "60"], "validation questions"), (["--noise-edits", "0"], "at least 1")):
+                      (["--val-size", "60"], "validation questions"), (["--noise-edits", "0"], "at least 1"),
+                      (["--wordings", "two"], "--wordings takes"), (["--wordings", "3-"], "--wordings takes"),
+                      (["--wordings", "4-2"], "0 <= A <= B"), (["--wordings", "-1"], "--wordings takes"),
+                      (["--wordings", "9-12"], "selects no defect instance")):
         rc, out, err = cli("bench", "ablation", "--out", tmp_path / "o", *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1, (args, err)
         assert not (tmp_path / "o").exists()
@@ -380,3 +388,14 @@ def test_on_smollm2_the_stale_example_hurts_and_oracle_edits_only_the_bugged_age
 
 def case_bits(out):
     return json.loads((out / "cases.jsonl").read_text().splitlines()[0])["test_bugged_q"]
+
+
+def test_a_row_appended_after_a_killed_writers_unfinished_line_is_kept(tmp_path):
+    path = tmp_path / "cases.jsonl"
+    append_row(path, {"case": "a"})
+    with path.open("a", encoding="utf-8") as f:  # a process killed in the middle of a line
+        f.write('{"case": "b", "ke')
+    append_row(path, {"case": "c"})
+    append_row(path, {"case": "d"})
+    assert [r["case"] for r in read_rows(path)] == ["a", "c", "d"]  # the unfinished one is redone, no other lost
+    assert path.read_text(encoding="utf-8").endswith('{"case": "d"}\n')

@@ -312,6 +312,19 @@ def bench_whowhen(
     console.print(f"written: {out}/metrics.json, {out}/logs/")
 
 
+def _wording_range(value: str) -> int | tuple[int, int] | None:
+    """``--wordings``: N (the first N; 0 all) or A-B (the wordings A to B), else a one-line error."""
+    from agentgrad.errors import ConfigError
+
+    lo, dash, hi = value.strip().partition("-")
+    try:
+        if dash:
+            return int(lo), int(hi)
+        return int(lo) or None
+    except ValueError:
+        raise ConfigError(f"--wordings takes N (the first N wordings) or A-B (wordings A to B), got {value!r}") from None
+
+
 @bench_app.command("ablation")
 def bench_ablation(
     out: Path = typer.Option(..., "--out", help="Folder for noise.jsonl, cases.jsonl, results.jsonl, table.md, the "
@@ -339,7 +352,9 @@ def bench_ablation(
     screen_first: int = typer.Option(40, "--screen-first", help="Screen on these first questions of the "
                                                                   "screening split; a case under half the threshold "
                                                                   "there is dropped, the others scored on all 100."),
-    wordings: int = typer.Option(0, "--wordings", help="The first N wordings of each family (0: all 3)."),
+    wordings: str = typer.Option("0", "--wordings", help="The first N wordings of each family (0: all), or A-B: "
+                                                          "the wordings A to B (0 is the first), e.g. those added "
+                                                          "after a screen."),
     positions: int = typer.Option(0, "--positions", help="The first N positions of second, first, last (0: all)."),
     agents: int = typer.Option(0, "--agents", help="The first N agents of each family in each system (0: all)."),
     concurrency: int = typer.Option(16, "--concurrency", help="Episodes run at once (greedy calls are batched)."),
@@ -361,7 +376,7 @@ def bench_ablation(
                            methods=split(methods, ARMS), seeds=seeds, optimizer=optimizer,
                            optimizer_model=optimizer_model or None, steps=steps, step_every=step_every,
                            val_size=val_size, test_size=test_size or None, noise_edits=noise_edits,
-                           keep_factor=keep_factor, screen_first=screen_first, wordings=wordings or None,
+                           keep_factor=keep_factor, screen_first=screen_first, wordings=_wording_range(wordings),
                            positions=positions or None, agents=agents or None, concurrency=concurrency,
                            stop_after=stop_after or None,
                            screen_only=screen_only, resume=resume, log=lambda s: console.print(s, markup=False,

@@ -166,18 +166,21 @@ class Case:
         return validate(SystemConfig, data, f"ablation case {self.name}")
 
 
-def cases(systems: list[str] | None = None, defects: list[str] | None = None, wordings: int | None = None,
-          positions: int | None = None, agents: int | None = None) -> list[Case]:
+def cases(systems: list[str] | None = None, defects: list[str] | None = None,
+          wordings: int | tuple[int, int] | None = None, positions: int | None = None,
+          agents: int | None = None) -> list[Case]:
     """Every instance of the families ``defects`` in ``systems``: per family and system, each of its
-    agents (the first ``agents``), wordings (the first ``wordings``) and positions (the first
-    ``positions`` of ``second, first, last``; ``last`` left out where it is the same prompt as
-    ``second``); None: all. Ordered system, family, agent, wording, position."""
+    agents (the first ``agents``), wordings (the first ``wordings``, or the indices ``lo..hi`` of a
+    pair: the wordings added after a screen) and positions (the first ``positions`` of ``second,
+    first, last``; ``last`` left out where it is the same prompt as ``second``); None: all. Ordered
+    system, family, agent, wording, position."""
+    lo, hi = (0, wordings) if not isinstance(wordings, tuple) else (wordings[0], wordings[1] + 1)
     out = []
     for s in systems or list(SYSTEMS):
         clean = SYSTEMS[s]()["agents"]
         for d in defects or DEFECTS:
             for a in AGENTS[(s, d)][:agents]:
-                for w in range(len(WORDINGS[d][AGENT_KINDS[s][a]][:wordings])):
+                for w in range(len(WORDINGS[d][AGENT_KINDS[s][a]]))[lo:hi]:
                     line = defect_line(s, d, a, w)
                     for pos in POSITIONS[:positions]:
                         # a one-sentence prompt has no "rest": its last position is its second

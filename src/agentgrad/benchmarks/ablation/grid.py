@@ -45,13 +45,14 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
                  defects: list[str] | None = None, methods: list[str] | None = None, seeds: int = 3,
                  optimizer: str = "edit", optimizer_model: str | None = None, steps: int = 2, step_every: int = 4,
                  val_size: int = 50, test_size: int | None = None, concurrency: int = 16, resume: bool = False,
-                 noise_edits: int = 8, keep_factor: float = 5.0, wordings: int | None = None,
+                 noise_edits: int = 8, keep_factor: float = 5.0, wordings: int | tuple[int, int] | None = None,
                  positions: int | None = None, agents: int | None = None, stop_after: float | None = None,
                  screen_only: bool = False, screen_first: int = 40, sizes: dict[str, int] | None = None,
                  log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run (or continue) the benchmark into ``out``; returns the summary (also ``summary.json``).
 
-    ``systems``, ``defects``, ``methods``, ``seeds``, the instance limits (``wordings``,
+    ``systems``, ``defects``, ``methods``, ``seeds``, the instance limits (``wordings``: the first N
+    or a pair ``(a, b)`` of indices,
     ``positions``, ``agents``) and ``stop_after`` (minutes) choose this chunk's work; everything else
     is an option of the whole benchmark, and a resumed one must keep it."""
     out = Path(out)
@@ -59,8 +60,15 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     check_options(systems, defects, methods, optimizer, {"seeds": seeds, "steps": steps, "step_every": step_every,
                                               "val_size": val_size, "test_size": test_size,
                                               "concurrency": concurrency, "noise_edits": noise_edits,
-                                              "wordings": wordings, "positions": positions, "agents": agents,
+                                              "wordings": wordings if not isinstance(wordings, tuple) else None,
+                                              "positions": positions, "agents": agents,
                                               "screen_first": screen_first})
+    if isinstance(wordings, tuple) and not 0 <= wordings[0] <= wordings[1]:
+        raise ConfigError(f"--wordings {wordings[0]}-{wordings[1]}: give A-B with 0 <= A <= B (0 is the first wording)")
+    selected = cases(systems, defects, wordings, positions, agents)
+    if not selected:
+        raise ConfigError("--wordings selects no defect instance of these families (wording 0 is the first; "
+                          "see agentgrad.benchmarks.ablation.defects.WORDINGS)")
     sizes = dict(sizes or ABLATION_SPLITS)
     options = {"model": model, "optimizer": optimizer, "optimizer_model": optimizer_model, "steps": steps,
                "step_every": step_every, "val_size": val_size, "test_size": test_size, "splits": sizes,
@@ -83,7 +91,6 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
                      sizes)
     over = lambda: stop_after is not None and time.perf_counter() - t_start > stop_after * 60  # noqa: E731
     noise_path, cases_path, results_path = out / "noise.jsonl", out / "cases.jsonl", out / "results.jsonl"
-    selected = cases(systems, defects, wordings, positions, agents)
     stopped, runs_done = False, 0
 
     noise: dict[str, float] = {}

@@ -45,8 +45,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
+    """Append one JSON line; after a line a killed process left unfinished, on a line of its own (else
+    the unfinished line would swallow it, and :func:`read_rows` would skip both)."""
+    with path.open("a+b") as f:
+        cut = False
+        if f.seek(0, 2) > 0:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"
+        f.write((("\n" if cut else "") + json.dumps(row) + "\n").encode("utf-8"))
 
 
 class MemoModel(ThreadedAsyncMixin):
