@@ -399,3 +399,14 @@ def test_a_row_appended_after_a_killed_writers_unfinished_line_is_kept(tmp_path)
     append_row(path, {"case": "d"})
     assert [r["case"] for r in read_rows(path)] == ["a", "c", "d"]  # the unfinished one is redone, no other lost
     assert path.read_text(encoding="utf-8").endswith('{"case": "d"}\n')
+
+
+def test_a_run_event_logged_after_a_crash_cut_line_is_kept(tmp_path):
+    from agentgrad.runs.rundir import RunDir
+
+    run = RunDir(tmp_path / "run")
+    run.log("first")
+    with open(run.events_path, "a", encoding="utf-8") as f:  # a crash in the middle of an event
+        f.write('{"event": "cut", "ti')
+    run.log("after")
+    assert [e["event"] for e in run.events()] == ["first", "after"]

@@ -76,6 +76,21 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def append_line(path: str | os.PathLike, line: str, durable: bool = False) -> None:
+    """Append one line (a JSONL record) to ``path``; after a line a killed process left unfinished,
+    on a line of its own (else the unfinished line would swallow it, and a reader that skips cut
+    lines would lose both). ``durable``: flushed and fsynced before returning."""
+    with open(path, "a+b") as f:
+        cut = False
+        if f.seek(0, 2) > 0:
+            f.seek(-1, 2)
+            cut = f.read(1) != b"\n"
+        f.write((("\n" if cut else "") + line + "\n").encode("utf-8"))
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """:func:`write_atomic` of ``data`` as indented JSON."""
     write_atomic(Path(path), json.dumps(data, ensure_ascii=False, indent=1))

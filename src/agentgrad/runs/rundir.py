@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import yaml
 
 from agentgrad.errors import ConfigError, RunError
-from agentgrad.core.files import NameRegistry, RunFiles
+from agentgrad.core.files import NameRegistry, RunFiles, append_line
 from agentgrad.core.redact import redacted
 
 # What a run directory holds before any unit of work finished: a failed start leaves only these,
@@ -94,10 +94,7 @@ class RunDir:
     def log(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event (a completed unit of work) durably; secrets are removed first."""
         record = {"time": round(time.time(), 3), "event": event, **redacted(fields)}
-        with open(self.events_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.events_path, json.dumps(record, ensure_ascii=False), durable=True)
         return record
 
     def events(self) -> Iterator[dict[str, Any]]:

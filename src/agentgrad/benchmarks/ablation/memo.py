@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.attribution.scorer import Scorer
+from agentgrad.core.files import append_line
 from agentgrad.core.model import Generation, ThreadedAsyncMixin
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
@@ -45,14 +46,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    """Append one JSON line; after a line a killed process left unfinished, on a line of its own (else
-    the unfinished line would swallow it, and :func:`read_rows` would skip both)."""
-    with path.open("a+b") as f:
-        cut = False
-        if f.seek(0, 2) > 0:
-            f.seek(-1, 2)
-            cut = f.read(1) != b"\n"
-        f.write((("\n" if cut else "") + json.dumps(row) + "\n").encode("utf-8"))
+    append_line(path, json.dumps(row))
 
 
 class MemoModel(ThreadedAsyncMixin):
