@@ -3,8 +3,8 @@
 A chunk is one invocation (``--resume`` after the first): it screens the cases of its ``systems`` and
 ``defects`` not screened yet, then runs the grid's missing (case, arm, seed) runs seed by seed, and
 stops starting new work after ``stop_after`` minutes (what it finished is kept: every noise edit,
-case and run is one appended line). ``OUT/chunks.jsonl`` records each chunk's wall time: their sum is
-the grid's time. The summary (:mod:`.summary`) is written after every chunk over everything done so far.
+case and run is one appended line). ``OUT/chunks.jsonl`` records each chunk's wall time (a chunk cut off by Ctrl-C or a crash
+too, marked ``interrupted``): their sum is the grid's time. The summary (:mod:`.summary`) is written after every chunk over everything done so far.
 """
 
 from __future__ import annotations
@@ -93,58 +93,66 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     noise_path, cases_path, results_path = out / "noise.jsonl", out / "cases.jsonl", out / "results.jsonl"
     stopped, runs_done = False, 0
 
-    noise: dict[str, float] = {}
-    bases = {r["case"]: r for r in read_rows(cases_path)}
-    for case in selected:  # stages 1 and 2: the noise floor (per system, once) and the screen
-        if case.name in bases:
-            continue
-        if case.system not in noise:
-            rows = [r for r in read_rows(noise_path) if r["system"] == case.system]
-            for edit in bench.noise_edits(case.system, noise_edits)[len(rows):]:
-                if over():
-                    break
-                rows.append(bench.noise_row(edit))
-                append_row(noise_path, rows[-1])
-                log(f"noise {case.system}: {edit['agent']} +{edit['line']!r} ({edit['position']}): "
-                    f"screen {rows[-1]['screen']:.2f} ({rows[-1]['delta']:+.2f})")
-            if len(rows) < noise_edits:
-                stopped = True
-                break
-            noise[case.system] = sum(abs(r["delta"]) for r in rows[:noise_edits]) / noise_edits
-        if over():
-            stopped = True
-            break
-        bases[case.name] = bench.screen(case, noise[case.system], keep_factor, screen_first)
-        append_row(cases_path, bases[case.name])
-        b = bases[case.name]
-        log(f"{case.name}: screen ({b['n_screen']} questions) clean {b['screen_clean']:.2f}, bugged "
-            f"{b['screen_bugged']:.2f} (damage {b['damage_screen']:+.2f}, threshold {b['threshold']:.2f})"
-            + (f" -> kept; test clean {b['clean_test']:.2f}, bugged {b['bugged_test']:.2f}" if b["kept"]
-               else " -> dropped"))
+    def record_chunk(**extra: Any) -> float:  # the chunk's wall time, also when it is cut off
+        seconds = round(time.perf_counter() - t_start, 1)
+        append_row(out / "chunks.jsonl", {"seconds": seconds, "runs": runs_done, "stopped": stopped, **extra,
+                                          "systems": systems, "defects": defects, "methods": methods, "seeds": seeds})
+        return seconds
 
-    kept = [c for c in selected if c.name in bases and bases[c.name]["kept"]]
-    done = {(r["case"], r["method"], r["seed"]) for r in read_rows(results_path)}
-    for seed in range(seeds if not (stopped or screen_only) else 0):  # stage 3, seed by seed
-        for case in kept:
-            for arm in methods:
-                if (case.name, arm, seed) in done:
-                    continue
-                if over():
+    try:
+        noise: dict[str, float] = {}
+        bases = {r["case"]: r for r in read_rows(cases_path)}
+        for case in selected:  # stages 1 and 2: the noise floor (per system, once) and the screen
+            if case.name in bases:
+                continue
+            if case.system not in noise:
+                rows = [r for r in read_rows(noise_path) if r["system"] == case.system]
+                for edit in bench.noise_edits(case.system, noise_edits)[len(rows):]:
+                    if over():
+                        break
+                    rows.append(bench.noise_row(edit))
+                    append_row(noise_path, rows[-1])
+                    log(f"noise {case.system}: {edit['agent']} +{edit['line']!r} ({edit['position']}): "
+                        f"screen {rows[-1]['screen']:.2f} ({rows[-1]['delta']:+.2f})")
+                if len(rows) < noise_edits:
                     stopped = True
                     break
-                row = bench.run_one(case, bases[case.name], arm, seed)
-                append_row(results_path, row)
-                runs_done += 1
-                log(f"  {case.name} {arm:<11} seed {seed}: blame acc {_fmt(row['blame_accuracy'])}, test "
-                    f"{row['test_before']:.3f} -> {row['test_after']:.3f}, edited {','.join(row['edited']) or '-'}, "
-                    f"{row['seconds']} s")
+                noise[case.system] = sum(abs(r["delta"]) for r in rows[:noise_edits]) / noise_edits
+            if over():
+                stopped = True
+                break
+            bases[case.name] = bench.screen(case, noise[case.system], keep_factor, screen_first)
+            append_row(cases_path, bases[case.name])
+            b = bases[case.name]
+            log(f"{case.name}: screen ({b['n_screen']} questions) clean {b['screen_clean']:.2f}, bugged "
+                f"{b['screen_bugged']:.2f} (damage {b['damage_screen']:+.2f}, threshold {b['threshold']:.2f})"
+                + (f" -> kept; test clean {b['clean_test']:.2f}, bugged {b['bugged_test']:.2f}" if b["kept"]
+                   else " -> dropped"))
+
+        kept = [c for c in selected if c.name in bases and bases[c.name]["kept"]]
+        done = {(r["case"], r["method"], r["seed"]) for r in read_rows(results_path)}
+        for seed in range(seeds if not (stopped or screen_only) else 0):  # stage 3, seed by seed
+            for case in kept:
+                for arm in methods:
+                    if (case.name, arm, seed) in done:
+                        continue
+                    if over():
+                        stopped = True
+                        break
+                    row = bench.run_one(case, bases[case.name], arm, seed)
+                    append_row(results_path, row)
+                    runs_done += 1
+                    log(f"  {case.name} {arm:<11} seed {seed}: blame acc {_fmt(row['blame_accuracy'])}, test "
+                        f"{row['test_before']:.3f} -> {row['test_after']:.3f}, edited {','.join(row['edited']) or '-'}, "
+                        f"{row['seconds']} s")
+                if stopped:
+                    break
             if stopped:
                 break
-        if stopped:
-            break
-    seconds = round(time.perf_counter() - t_start, 1)
-    append_row(out / "chunks.jsonl", {"seconds": seconds, "runs": runs_done, "stopped": stopped,
-                                      "systems": systems, "defects": defects, "methods": methods, "seeds": seeds})
+    except BaseException:  # Ctrl-C or a crash: what it finished is kept, and so is its time
+        record_chunk(interrupted=True)
+        raise
+    seconds = record_chunk()
     if stopped:
         log(f"stopped after {stop_after} min: run again with --resume to continue")
     return finish(out, options, seconds, stopped)
