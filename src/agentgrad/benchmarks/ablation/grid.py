@@ -3,8 +3,9 @@
 A chunk is one invocation (``--resume`` after the first): it screens the cases of its ``systems`` and
 ``defects`` not screened yet, then runs the grid's missing (case, arm, seed) runs seed by seed, and
 stops starting new work after ``stop_after`` minutes (what it finished is kept: every noise edit,
-case and run is one appended line). ``OUT/chunks.jsonl`` records each chunk's wall time (a chunk cut off by Ctrl-C or a crash
-too, marked ``interrupted``): their sum is the grid's time. The summary (:mod:`.summary`) is written after every chunk over everything done so far.
+case and run is one appended line). ``OUT/chunks.jsonl`` records each chunk's wall time (a chunk
+cut off by Ctrl-C or a crash too, marked ``interrupted``): their sum is the grid's time. The summary
+(:mod:`.summary`) is written after every chunk over everything done so far.
 """
 
 from __future__ import annotations
