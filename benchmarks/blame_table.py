@@ -3,6 +3,7 @@
     python benchmarks/blame_table.py runs/blame/metrics.json [--methods a,b] [--compact] [--save small.json]
         [--keep records.jsonl]
     python benchmarks/blame_table.py records.jsonl ...   # the same tables from kept records
+    python benchmarks/blame_table.py records.jsonl --join free.jsonl   # with another run's methods, paired
 
 Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
 table, a row per method, a column per topology, each cell the figure and its paired difference with
@@ -64,12 +65,31 @@ def keep(episodes: Path, out: Path) -> None:
     print(f"kept {len(lines)} episode records in {out}", file=sys.stderr)
 
 
-def read_records(path: Path) -> dict:
-    """A kept records.jsonl summarised as ``bench blame`` summarises a run (every method of its first record)."""
+class JoinError(Exception):
+    """A ``--join`` file that cannot be joined to the records."""
+
+
+def read_records(path: Path, join: list[Path] = ()) -> dict:
+    """A kept records.jsonl summarised as ``bench blame`` summarises a run (every method of its first
+    record). ``join``: records of other runs on the same episodes (same seed: the generator is
+    deterministic), whose methods are added to each episode's, so that every method is paired with
+    every other on the same episodes; an episode missing from one, or with another truth, is an error."""
     from agentgrad.benchmarks.planted.bench import summarize
 
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return summarize(records, list(records[0]["methods"]))
+    for other in join:
+        try:
+            more = {r["episode"]: r for r in (json.loads(line) for line in other.read_text().splitlines() if line.strip())}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise JoinError(f"{other} is not a records.jsonl of bench blame ({e})") from e
+        for r in records:
+            o = more.get(r["episode"])
+            if o is None or o.get("truth") != r.get("truth"):
+                raise JoinError(f"{other} has {'no episode' if o is None else 'another truth for'} {r['episode']}: "
+                                "join records of the same seed and episodes")
+            r["methods"] = {**r["methods"], **{m: v for m, v in o["methods"].items() if m not in r["methods"]}}
+    methods = list(dict.fromkeys(m for r in records[:1] for m in r["methods"]))
+    return summarize(records, methods)
 
 
 def main() -> None:
@@ -79,10 +99,17 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, help="write the run's episode records, compact, as JSON lines")
     ap.add_argument("--methods", default="", help="comma list (default: every method)")
     ap.add_argument("--compact", action="store_true", help="topology cells hold the figure only (the docs' tables)")
+    ap.add_argument("--join", type=Path, action="append", default=[],
+                    help="kept records of another run on the same episodes (e.g. model-free methods, --scorer none): "
+                         "their methods are added and paired (repeatable; records.jsonl input only)")
     a = ap.parse_args()
+    if a.join and a.metrics.suffix != ".jsonl":
+        sys.exit("blame_table: --join adds to kept records: give a records.jsonl (write one with --keep)")
     try:
-        m = read_records(a.metrics) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
+        m = read_records(a.metrics, a.join) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
         g = m["groups"]
+    except JoinError as e:
+        sys.exit(f"blame_table: --join: {e}")
     except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
         sys.exit(f"blame_table: {a.metrics} is not a bench blame metrics.json or records.jsonl ({e})")
     if a.keep:

@@ -227,6 +227,15 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
                       (["--methods", "bogus"], "unknown blame method"), (["--episodes", "0"], "--episodes")]:
         rc, _, err = cli("bench", "blame", "--out", tmp_path / "C", *args)
         assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1
+    # model-free methods need no scorer (--scorer none); a method that reads one is refused, on one line
+    rc, _, err = cli("bench", "blame", "--out", tmp_path / "C", "--scorer", "none", "--methods", "provenance:key,temporal")
+    assert rc == 2 and "temporal needs a white-box model" in err and len(err.strip().splitlines()) == 1
+    rc, out, err = cli("bench", "blame", "--out", tmp_path / "F", "--scorer", "none", "--episodes", "2",
+                       "--faults", "transformed", "--methods", "provenance,provenance:key")
+    assert rc == 0, err
+    m = json.loads((tmp_path / "F" / "metrics.json").read_text())
+    assert m["episodes"] == 8 and m["groups"]["all"]["provenance:key"]["agent_top1"]["value"] == 1.0
+    assert m["groups"]["all"]["provenance"]["agent_top1"]["value"] < 0.5  # the rewritten text is nowhere upstream
 
 
 def test_lookup_drills_are_answered_only_by_looking_up():
@@ -534,3 +543,19 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert same.returncode == 1 and "would overwrite" in same.stderr and kept.read_text().count("\n") == 4
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)
     assert bad.returncode == 1 and "is not a bench blame metrics.json" in bad.stderr and "Traceback" not in bad.stderr
+    # --join adds another run's methods on the same episodes (a model-free run), paired with the rest
+    free = tmp_path / "free.jsonl"
+    free.write_text("".join(json.dumps({"episode": f"e{i}", "methods": {"provenance:key": {
+        "agent_top1": 1.0, "node_top1": 1.0, "agent_top3": 1.0}}}) + "\n" for i in range(4)))
+    joined = subprocess.run([sys.executable, str(script), str(kept), "--compact", "--join", str(free)],
+                            capture_output=True, text=True)
+    assert joined.returncode == 0, joined.stderr
+    key_row = next(line for line in joined.stdout.splitlines() if line.startswith("| `provenance:key`"))
+    assert key_row.startswith("| `provenance:key` | 1.00 | 1.00 | 1.00 [") and "(3 won, 0 lost" in key_row
+    row = next(line for line in joined.stdout.splitlines() if line.startswith("| `gbc:max_l1:targeted:follow`"))
+    assert row.endswith("-0.25 vs `provenance:key` (p 1.00) |")  # the best model-free method is now the key walk
+    free.write_text(free.read_text().split("\n", 1)[1])  # e0 missing
+    short = subprocess.run([sys.executable, str(script), str(kept), "--join", str(free)], capture_output=True, text=True)
+    assert short.returncode == 1 and "has no episode e0" in short.stderr and "Traceback" not in short.stderr
+    onjson = subprocess.run([sys.executable, str(script), str(path), "--join", str(free)], capture_output=True, text=True)
+    assert onjson.returncode == 1 and "--join adds to kept records" in onjson.stderr

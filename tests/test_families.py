@@ -119,6 +119,46 @@ def test_provenance_by_hand():
     assert prov(BlameContext(t3, VerbalLoss("x", [z])))[0].agent == "Z"
 
 
+def test_key_provenance_by_hand():
+    """``provenance:key`` follows the wrong value's key, not its text, and blames where the key's value
+    first changed: through a rewrite the string walk cannot follow, past an innocent holder of the
+    same string under another key; a tool whose value is copied unchanged is blamed itself; off a
+    ``key: value`` line it is ``provenance``."""
+    keyp, prov = get_blame_method("provenance:key"), get_blame_method("provenance")
+    # task -> A -> B (writes the wrong time) -> C (rewrites it, 12 h) -> D copies: B, not C
+    t = Trace()
+    task = t.add(Node(id=-1, kind="input", name="task", text="time: 14:30\ncity: Lyon")).id
+    a = _call(t, "A", [task], "time: 14:30")
+    b = _call(t, "B", [a], "time: 15:30")
+    c = _call(t, "C", [b], "time: 3:30 pm")
+    d = _call(t, "D", [c], "city: Lyon\ntime: 3:30 pm")
+    loss = VerbalLoss("wrong time", [d], spans={d: [(17, 24)]})
+    assert t.nodes[d].text[17:24] == "3:30 pm"
+    ctx = BlameContext(t, loss)
+    assert [(x.agent, x.score) for x in keyp(ctx)] == [("B", 1.0), ("D", 0.5), ("C", 0.25), ("A", 0.5 / 3)]
+    assert ctx.walked == {d: [c], c: [b], b: [a], a: [task]}
+    assert prov(BlameContext(t, loss))[0].agent == "C"  # the string stops where it was rewritten
+    # the wrong string is another key's true value (a decoy): the key walk passes it by
+    t2 = Trace()
+    task = t2.add(Node(id=-1, kind="input", name="task", text="city: Lyon\nhome: Rome")).id
+    x = _call(t2, "X", [task], "city: Rome")  # X put the wrong city
+    y = _call(t2, "Y", [task], "home: Rome")  # Y reports the home town, innocently
+    z = _call(t2, "Z", [x, y], "city: Rome")
+    loss2 = VerbalLoss("x", [z], spans={z: [(6, 10)]})
+    assert keyp(BlameContext(t2, loss2))[0].agent == "X" and prov(BlameContext(t2, loss2))[0].agent == "Y"
+    # a tool returned it and every call copied it: the tool
+    t3 = Trace()
+    task = t3.add(Node(id=-1, kind="input", name="task", text="city?")).id
+    tool = t3.add(Node(id=-1, kind="tool", name="lookup", text='{"city": "Oslo"}')).id
+    w = _call(t3, "W", [task, tool], "city: Oslo")
+    assert keyp(BlameContext(t3, VerbalLoss("x", [w], spans={w: [(6, 10)]})))[0].agent == "lookup"
+    # free text (no key before the span), no span: as provenance, the failing call
+    r = _call(t3, "R", [w], "the city is Oslo")
+    loss4 = VerbalLoss("x", [r], spans={r: [(12, 16)]})
+    assert keyp(BlameContext(t3, loss4))[0].agent == prov(BlameContext(t3, loss4))[0].agent == "lookup"
+    assert keyp(BlameContext(t3, VerbalLoss("x", [r])))[0].agent == "R"
+
+
 @pytest.mark.parametrize("topology, fault", [c for c in CELLS if c[1] != "ignored"] +
                          [(t, "wrong_value") for t in E.TOPOLOGIES])
 def test_follow_finds_the_planted_call_with_an_ideal_copier(topology, fault, tiny_llama):

@@ -19,7 +19,8 @@ def bench_blame(
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json and episodes/ (must be new or empty)."),
     scorer: str = typer.Option("trained", "--scorer", help="trained (built and cached here), smollm2 (the "
                                                           "embedded real model), gguf:FILE, a model folder or "
-                                                          "hub id (e.g. Qwen/Qwen3-0.6B)."),
+                                                          "hub id (e.g. Qwen/Qwen3-0.6B), or none (model-free "
+                                                          "methods only: no token figures)."),
     episodes: int = typer.Option(200, "--episodes", min=1, help="Episodes per topology and fault kind."),
     topology: str = typer.Option("all", "--topology", help="chain, fanin, manager, broadcast (comma list) or all."),
     faults: str = typer.Option("all", "--faults", help="wrong_value, omitted, tool, decoy, transformed, ignored, "
@@ -39,7 +40,7 @@ def bench_blame(
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import run_benchmark
     from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import select_methods
+    from agentgrad.blame.methods import needs_scorer, select_methods
     from agentgrad.errors import ConfigError
     from agentgrad.core.files import check_new_output
 
@@ -50,11 +51,17 @@ def bench_blame(
         raise ConfigError(f"unknown topology or fault kind {bad[0] if bad else '(none)'!r}; topologies: "
                           f"{', '.join(E.TOPOLOGIES)}; faults: {', '.join(E.FAULTS)}")
     names = select_methods(methods, judge=bool(judge))
+    scored = [n for n in names if needs_scorer(n)]
+    if scorer == "none" and scored:
+        raise ConfigError(f"{scored[0]} needs a white-box model: give --scorer smollm2 (or another), or choose "
+                          f"model-free --methods (provenance, provenance:key, random, all, last, ...)")
     if not resume:
         check_new_output(out, overwrite, "dir")
     jm = make_judge(judge) if judge else None
-    with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
-        sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
+    sc = None
+    if scorer != "none":
+        with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
+            sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
     total = episodes * len(topologies) * len(kinds)
     with _progress() as progress:
         bar = progress.add_task("episodes", total=total)
