@@ -41,14 +41,13 @@ Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1
 from __future__ import annotations
 
 import random
-import re
 from typing import Callable
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
 from agentgrad.blame.priors import prior_methods
-from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, _occurs, walk, walk_topk
+from agentgrad.blame.walk import _KEY, OBJECTIVES, RULES, SUPPORTED, _occurs, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:carry"  # the best GBC rule of the planted-fault benchmark (docs/blame.md)
@@ -133,16 +132,25 @@ def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
 
 
-# a ``key: value`` line (``key = value``, ``"key": "value"``): the key, and the value up to the end of
-# the line, without the quotes, commas and brackets around it
-_KEY_LINE = re.compile(r"""^[ \t{\[(,]*["']?(?P<key>[^\n:="'{\[(,]{1,40}?)["']?[ \t]*[:=][ \t]*["']?"""
-                       r"""(?P<value>[^\n]*?)["',}\])\t ]*$""", re.M)
+def _line_key(text: str, start: int, end: int) -> tuple[str, int, str] | None:
+    """``(key, where its value starts, the value)`` of the ``key: value`` line ``text[start:end]``
+    (the walk's :data:`~agentgrad.blame.walk._KEY`: ``key = value``, ``"key": "value"``), the value
+    without the quotes, commas and brackets around it; None when the line has no key and value."""
+    m = _KEY.match(text, start, end)
+    if m is None or m.end() >= end:
+        return None
+    return text[start:m.end()].strip(" \t{[(,\"':="), m.end(), text[m.end():end].rstrip(" \t\"',}])")
 
 
 def _key_value(text: str, key: str) -> str | None:
     """The value of ``key`` on the last ``key: value`` line of ``text`` that states it, or None."""
-    found = [m.group("value") for m in _KEY_LINE.finditer(text) if m.group("key").strip() == key]
-    return found[-1] if found else None
+    found, at = None, 0
+    for line in text.split("\n"):
+        k = _line_key(text, at, at + len(line))
+        if k is not None and k[0] == key:
+            found = k[2]
+        at += len(line) + 1
+    return found
 
 
 def key_provenance(ctx: BlameContext) -> list[Blame]:
@@ -167,10 +175,10 @@ def key_provenance(ctx: BlameContext) -> list[Blame]:
     nodes = ctx.trace.nodes
     a, text = ctx.loss.spans[node][0][0], nodes[node].text
     end = text.find("\n", a)
-    m = _KEY_LINE.match(text, text.rfind("\n", 0, a) + 1, len(text) if end < 0 else end)
-    if m is None or m.start("value") > a:
+    line = _line_key(text, text.rfind("\n", 0, a) + 1, len(text) if end < 0 else end)
+    if line is None or line[1] > a or not line[0]:
         return provenance(ctx)
-    key = m.group("key").strip()
+    key = line[0]
     path, values = [node], {node: _key_value(text, key)}
     ctx.walked = {}
     while nodes[node].kind == "call":
