@@ -236,6 +236,19 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
     m = json.loads((tmp_path / "F" / "metrics.json").read_text())
     assert m["episodes"] == 8 and m["groups"]["all"]["provenance:key"]["agent_top1"]["value"] == 1.0
     assert m["groups"]["all"]["provenance"]["agent_top1"]["value"] < 0.5  # the rewritten text is nowhere upstream
+    # the same episodes in prose: the key walk has no key to read, and falls back to the string walk
+    rc, out, err = cli("bench", "blame", "--out", tmp_path / "P", "--scorer", "none", "--episodes", "2", "--style",
+                       "prose", "--faults", "transformed,misroute", "--methods", "provenance,provenance:key")
+    assert rc == 0, err
+    m = json.loads((tmp_path / "P" / "metrics.json").read_text())
+    assert m["episodes"] == 8 and json.loads((tmp_path / "P" / "bench.json").read_text())["style"] == "prose"
+    g = m["groups"]["all"]
+    assert g["provenance:key"]["agent_top1"]["value"] == g["provenance"]["agent_top1"]["value"] < 0.5
+    rc, _, err = cli("bench", "blame", "--out", tmp_path / "Q", "--scorer", "none", "--style", "poem")
+    assert rc == 2 and "unknown --style 'poem'" in err and len(err.strip().splitlines()) == 1
+    rc, _, err = cli("bench", "blame", "--out", tmp_path / "Q", "--scorer", "none", "--style", "prose",
+                     "--faults", "misroute", "--methods", "provenance")
+    assert rc == 2 and "no topology given can hold misroute in prose" in err and len(err.strip().splitlines()) == 1
 
 
 def test_lookup_drills_are_answered_only_by_looking_up():

@@ -69,6 +69,56 @@ def test_family_truth_is_consistent(topology, fault):
     assert E.generate(topology, fault, 3).trace.to_dict() == E.generate(topology, fault, 3).trace.to_dict()
 
 
+@pytest.mark.parametrize("fault", [f for f in E.FAULTS if f != "misroute"])
+def test_prose_is_the_same_episode_in_sentences(fault):
+    """``--style prose``: the episode of ``lines`` with every call writing one sentence per fact in
+    its own words (no ``key: value`` line, no key named), every span moved with its value, and the
+    lookups and the task left as records."""
+    import re
+
+    from agentgrad.benchmarks.planted.prose import ALIASES, FRAMES, to_prose
+
+    assert not any(re.search(r"[:=]", f) for f in FRAMES)
+    assert not any(k in " ".join(a).split() for k, a in ALIASES.items())  # a paraphrase never names its key
+    for topology in E.TOPOLOGIES:
+        for seed in range(4):
+            lines, prose = E.generate(topology, fault, seed), E.generate(topology, fault, seed, style="prose")
+            assert prose.trace.id == lines.trace.id + "-prose" and prose.truth["style"] == "prose"
+            assert_spans_exact(prose.trace)
+            prose.trace.validate()
+            for a, b in zip(lines.trace.nodes, prose.trace.nodes):
+                if a.kind != "call":
+                    assert a.text == b.text  # lookups and the task stay records
+                    continue
+                facts = [line.split(": ", 1) for line in a.text.split("\n")]
+                sentences = b.text.split("\n")
+                assert len(sentences) == len(facts) and not any(f"{k}: " in b.text for k, _ in facts)
+                assert all(v in s for (_, v), s in zip(facts, sentences))  # the same values, in order
+                assert "one sentence per fact" in b.messages[0]["content"]
+            if fault == "ignored":
+                assert not prose.loss.spans
+                continue
+            (x, y), = prose.loss.spans[prose.loss.targets[0]]
+            assert prose.trace.nodes[prose.loss.targets[0]].text[x:y] == prose.loss.details["wrong"]
+            for n, spans in prose.truth["corrupted"].items():  # each corrupted span still covers its value
+                (x0, y0), = lines.truth["corrupted"][n]
+                (x1, y1), = spans
+                assert lines.trace.nodes[int(n)].text[x0:y0] == prose.trace.nodes[int(n)].text[x1:y1]
+    with pytest.raises(ConfigError, match="misroute has no prose form"):
+        E.generate("manager", "misroute", 0, style="prose")
+    with pytest.raises(ConfigError, match="unknown style"):
+        E.generate("chain", "decoy", 0, style="poem")
+    assert not E.supports("manager", "misroute", "prose") and E.supports("manager", "misroute")
+    tr = Trace()  # an agent keeps one wording for a key; another agent words it differently
+    for name in ("ann", "bob", "ann"):
+        tr.add(Node(id=-1, kind="call", name=name, text="city: Lyon",
+                    messages=[{"role": "system", "content": "x"}, {"role": "user", "content": ""}]))
+    moved = to_prose(tr, "s")
+    assert tr.nodes[0].text == tr.nodes[2].text and "Lyon" in tr.nodes[0].text and "city" not in tr.nodes[0].text
+    (old, new), = moved[1].items()
+    assert old == (6, 10) and tr.nodes[1].text[new[0]:new[1]] == "Lyon"
+
+
 def test_misroute_needs_a_router_and_words_are_right():
     with pytest.raises(ConfigError, match="manager only"):
         E.generate("chain", "misroute", 0)

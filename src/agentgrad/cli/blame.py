@@ -34,11 +34,14 @@ def bench_blame(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: episodes already "
                                                         "written are read back, not re-run."),
+    style: str = typer.Option("lines", "--style", help="How the calls write: lines (key: value) or prose "
+                                                       "(sentences in each agent's own words; no misroute)."),
 ) -> None:
     """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import run_benchmark
+    from agentgrad.benchmarks.planted.prose import STYLES
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import needs_scorer, select_methods
     from agentgrad.errors import ConfigError
@@ -50,6 +53,8 @@ def bench_blame(
     if bad or not topologies or not kinds:
         raise ConfigError(f"unknown topology or fault kind {bad[0] if bad else '(none)'!r}; topologies: "
                           f"{', '.join(E.TOPOLOGIES)}; faults: {', '.join(E.FAULTS)}")
+    if style not in STYLES:
+        raise ConfigError(f"unknown --style {style!r}; valid: {', '.join(STYLES)}")
     names = select_methods(methods, judge=bool(judge))
     scored = [n for n in names if needs_scorer(n)]
     if scorer == "none" and scored:
@@ -62,12 +67,12 @@ def bench_blame(
     if scorer != "none":
         with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
             sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
-    total = episodes * len(topologies) * len(kinds)
+    total = episodes * sum(E.supports(t, f, style) for t in topologies for f in kinds)
     with _progress() as progress:
         bar = progress.add_task("episodes", total=total)
         metrics = run_benchmark(sc, names, topologies, kinds, episodes, out, seed,
                                 on_episode=lambda r: progress.advance(bar), judge=Judge(jm) if jm else None,
-                                resume=resume, setup={"scorer": scorer, "judge": judge})
+                                resume=resume, setup={"scorer": scorer, "judge": judge}, style=style)
     print_blame_table(metrics)
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))

@@ -102,13 +102,14 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
 def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults: list[str], episodes: int,
                   out: Path | None = None, seed: int = 0,
                   on_episode: Callable[[dict[str, Any]], None] | None = None, judge: Any = None,
-                  resume: bool = False, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+                  resume: bool = False, setup: dict[str, Any] | None = None, style: str = "lines") -> dict[str, Any]:
     """``episodes`` episodes per (topology, fault kind), every method on each; returns metrics.
 
     With ``out``, every episode's record is written as it finishes (``episodes/ID.json``) and
     ``bench.json`` holds the setup (``setup``: what produced the figures, e.g. the scorer, plus
     the seed); ``resume`` reads back the records of a stopped run with the same setup that cover
-    the requested methods, instead of running them again.
+    the requested methods, instead of running them again. ``style``: how the calls write
+    (``lines`` or ``prose``, :func:`~agentgrad.benchmarks.planted.episodes.generate`).
     """
     if episodes < 1:
         raise ConfigError("--episodes must be at least 1")
@@ -120,17 +121,18 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
             raise ConfigError(f"unknown fault kind {f!r}; valid: {', '.join(E.FAULTS)}, all")
     fns = {m: get_blame_method(m) for m in methods}
     files = RunFiles(out) if out else None
-    setup = {**(setup or {}), "seed": seed}
+    setup = {**(setup or {}), "seed": seed, **({"style": style} if style != "lines" else {})}
     if files:
         check_setup(Path(out), setup, resume)
         files.write_json("bench.json", data=setup)
     records = []
-    cells = [(t, f) for t in topologies for f in faults if E.supports(t, f)]
+    cells = [(t, f) for t in topologies for f in faults if E.supports(t, f, style)]
     if not cells:
-        raise ConfigError(f"no topology given can hold {', '.join(faults)} (misroute: manager only)")
+        raise ConfigError(f"no topology given can hold {', '.join(faults)} in {style} (misroute: manager only, "
+                          f"lines only)")
     for topo, fault in cells:
         for i in range(episodes):
-            ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")
+            ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval", style=style)
             done = read_back(files, ep.trace.id, methods, scorer is not None) if resume and files else None
             if done is not None:
                 records.append(done)

@@ -30,6 +30,9 @@ Fault families where the wrong string alone does not point at the planted call (
   requested key to a worker whose lookup lacks it, which honestly reports ``unknown``; the worker
   that holds it is not asked. No wrong value at the manager, only a wrong outcome.
 
+Styles: ``lines`` (above) or ``prose`` (the same episode, every call writing one sentence per fact
+in its own words: :mod:`agentgrad.benchmarks.planted.prose`; no ``misroute``).
+
 Topologies (``TOPOLOGIES``): ``chain`` (A -> B -> C -> D, each adding facts from its own lookup),
 ``fanin`` (3-5 workers -> responder; distractor workers, up to 10x longer, are not used),
 ``manager`` (the paper's MultiWOZ shape: manager -> domain workers with lookups -> responder),
@@ -55,9 +58,9 @@ FAMILIES = ("decoy", "transformed", "ignored", "misroute")  # the string test ca
 ROUTED = {"misroute": ("manager",)}  # families that exist only in some topologies
 
 
-def supports(topology: str, fault: str) -> bool:
-    """Whether ``fault`` can be planted in ``topology`` (``misroute`` needs a router)."""
-    return topology in ROUTED.get(fault, TOPOLOGIES)
+def supports(topology: str, fault: str, style: str = "lines") -> bool:
+    """Whether ``fault`` can be planted in ``topology`` (``misroute`` needs a router and has no prose form)."""
+    return topology in ROUTED.get(fault, TOPOLOGIES) and not (style == "prose" and fault == "misroute")
 UNKNOWN = "unknown"
 
 KEYS = ["color", "city", "day", "price", "room", "guest", "time", "food", "area", "phone", "ref", "stars",
@@ -101,6 +104,12 @@ class Episode:
     truth: dict[str, Any] = field(default_factory=dict)
 
 
+def source_block(trace: Trace, source: int) -> tuple[int, str, str]:
+    """How a source appears in a call's user message: under ``[from NAME]`` (the task: ``[task]``)."""
+    node = trace.nodes[source]
+    return source, (f"[from {node.name}]\n" if node.kind != "input" else "[task]\n"), node.text
+
+
 class _Builder:
     """Builds one trace, tracking where every (node, key) value sits and where it came from."""
 
@@ -134,9 +143,7 @@ class _Builder:
         return node.id
 
     def block(self, source: int) -> tuple[int, str, str]:
-        """How a source appears in a call's user message: under ``[from NAME]`` (the task: ``[task]``)."""
-        node = self.trace.nodes[source]
-        return source, (f"[from {node.name}]\n" if node.kind != "input" else "[task]\n"), node.text
+        return source_block(self.trace, source)
 
     def call(self, agent: str, sources: list[int], keys: list[str]) -> int:
         """A call of ``agent`` reading ``sources`` and reporting ``keys`` (each copied from the source holding it)."""
@@ -271,12 +278,17 @@ def value_span(text: str, key: str) -> tuple[int, int] | None:
     return (start, len(text) if end < 0 else end)
 
 
-def generate(topology: str, fault: str | None, seed: int, split: str = "eval", long: bool | None = None) -> Episode:
+def generate(topology: str, fault: str | None, seed: int, split: str = "eval", long: bool | None = None,
+             style: str = "lines") -> Episode:
     """One episode of ``topology`` with one planted ``fault`` (None: fault-free), from ``seed``.
 
     ``long`` makes one source (a distractor, or a source the fault does not pass through)
-    about 10x longer than the others; by default every other seed.
+    about 10x longer than the others; by default every other seed. ``style``: ``lines`` (every
+    call writes ``key: value`` lines) or ``prose`` (the same episode, the calls writing sentences in
+    their own words: :mod:`agentgrad.benchmarks.planted.prose`).
     """
+    if style != "lines":
+        return _in_prose(generate(topology, fault, seed, split, long), style)
     if topology not in TOPOLOGIES:
         raise ConfigError(f"unknown topology {topology!r}; valid: {', '.join(TOPOLOGIES)}, all")
     if fault is not None and fault not in FAULTS:
@@ -330,6 +342,28 @@ def generate(topology: str, fault: str | None, seed: int, split: str = "eval", l
              "candidates": sorted({b.trace.nodes[n].name for n in b.trace.upstream(final)})}
     b.trace.meta["truth"] = truth
     return Episode(b.trace, loss, truth)
+
+
+def _in_prose(ep: Episode, style: str) -> Episode:
+    """``ep`` with its calls writing sentences (:func:`agentgrad.benchmarks.planted.prose.to_prose`)."""
+    from agentgrad.benchmarks.planted.prose import STYLES, to_prose
+
+    if style not in STYLES:
+        raise ConfigError(f"unknown style {style!r}; valid: {', '.join(STYLES)}")
+    if ep.truth.get("fault") == "misroute":
+        raise ConfigError("misroute has no prose form (its routing lines are instructions): use --style lines")
+    moved = to_prose(ep.trace, ep.trace.id)
+
+    def move(node: int, spans: list[Any]) -> list[Any]:  # a tool's or the task's spans stay where they are
+        return [moved[node].get(tuple(s), s) if node in moved and s else s for s in spans]
+
+    if ep.loss:
+        ep.loss.spans = {n: move(n, s) for n, s in ep.loss.spans.items()}
+    if "corrupted" in ep.truth:
+        ep.truth["corrupted"] = {n: move(int(n), s) for n, s in ep.truth["corrupted"].items()}
+    ep.trace.id += "-prose"
+    ep.truth["style"] = style
+    return ep
 
 
 def without_truth(trace: Trace) -> Trace:
