@@ -62,15 +62,14 @@ def to_prose(trace: Trace, seed: str) -> dict[int, dict[tuple[int, int], tuple[i
     for node in trace.nodes:
         if node.kind != "call":
             continue
-        out, where, at = [], {}, 0
+        out, where, at, to = [], {}, 0, 0  # at / to: where the line / its sentence starts
         for line in node.text.split("\n"):
             key, value = line.split(": ", 1)
-            words = frame[node.name].format(alias=_alias(key, pick[node.name] + len(key)), value="\0")
-            sentence = words.replace("\0", value)
-            pos = sum(len(s) + 1 for s in out) + words.index("\0")
-            where[(at + len(key) + 2, at + len(line))] = (pos, pos + len(value))
-            out.append(sentence)
-            at += len(line) + 1
+            before, after = frame[node.name].format(alias=_alias(key, pick[node.name] + len(key)),
+                                                    value="\0").split("\0")
+            where[(at + len(key) + 2, at + len(line))] = (to + len(before), to + len(before) + len(value))
+            out.append(before + value + after)
+            at, to = at + len(line) + 1, to + len(out[-1]) + 1
         node.text = "\n".join(out)
         node.messages[0]["content"] += " Write one sentence per fact, in your own words."
         moved[node.id] = where
