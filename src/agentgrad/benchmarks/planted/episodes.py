@@ -142,9 +142,6 @@ class _Builder:
         self.facts[node.id] = dict(facts)
         return node.id
 
-    def block(self, source: int) -> tuple[int, str, str]:
-        return source_block(self.trace, source)
-
     def call(self, agent: str, sources: list[int], keys: list[str]) -> int:
         """A call of ``agent`` reading ``sources`` and reporting ``keys`` (each copied from the source holding it)."""
         out: dict[str, str] = {}
@@ -157,7 +154,7 @@ class _Builder:
 
     def emit(self, agent: str, sources: list[int], out: dict[str, str], system: str) -> int:
         """A call of ``agent`` reading ``sources`` whose output is the ``key: value`` lines of ``out``."""
-        user, spans = join_blocks([self.block(s) for s in sources], 1)
+        user, spans = join_blocks([source_block(self.trace, s) for s in sources], 1)
         node = self.trace.add(Node(id=-1, kind="call", name=agent, text=self.render(out), parents=list(sources),
                                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                                    spans=spans, model={"backend": "synthetic"}))
@@ -265,7 +262,7 @@ def _replay(b: _Builder, corrupt_at: int, key: str, wrong: str | None,
     for node in b.trace.nodes:  # re-render user messages from the (possibly changed) sources
         if node.kind != "call":
             continue
-        node.messages[1]["content"], node.spans = join_blocks([b.block(s.source) for s in node.spans], 1)
+        node.messages[1]["content"], node.spans = join_blocks([source_block(b.trace, s.source) for s in node.spans], 1)
 
 
 def value_span(text: str, key: str) -> tuple[int, int] | None:
