@@ -247,3 +247,43 @@ def test_paired_statistics_by_hand():
     assert 0.0 <= p["ci95"][0] <= 0.4 <= p["ci95"][1] <= 0.8 and p["p"] == pytest.approx(0.5)
     with pytest.raises(ValueError):
         paired([1], [1, 0])
+
+
+def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
+    """task -> A -> B -> C. A rewrote its lookup (a change, mildly surprising), B invented the wrong
+    city (very surprising), C copied it. ``follow`` blames the earliest change on the path, A, as the
+    gradient at B (pointing at A's line, not at the city B invented) walks on past B; ``origin`` stops
+    at B, whose city is more surprising than ``INVENTED``, and blames it."""
+    import math
+
+    from transformers import AutoTokenizer
+
+    from agentgrad.attribution.render import render_call
+    from agentgrad.blame.walk import INVENTED, SUPPORTED
+
+    class Copier(IdealScorer):  # log p of a line: copied 0.99; "Rome" (invented) 1e-4; else 0.01
+        def output_logprobs(self, node):
+            r, lps = super().output_logprobs(node)
+            base, out = r.output_char_start, []
+            for t, lp in zip(range(*r.output_range), lps):
+                a = max(r.offsets[t][0] - base, 0)
+                line = node.text[node.text.rfind("\n", 0, a) + 1:].split("\n")[0]
+                out.append(math.log(1e-4) if "Rome" in line and lp < math.log(0.5) else lp)
+            return r, out
+
+    assert -math.log(0.01) < INVENTED < -math.log(1e-4) and SUPPORTED < -math.log(0.01)
+    t = Trace()
+    tool = t.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
+    a = _call(t, "A", [tool], "city: Bergen")  # rewritten from the lookup: a change, not invented
+    b = _call(t, "B", [a], "city: Rome")  # invented
+    c = _call(t, "C", [b], "city: Rome")  # copied
+    loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 10)]})
+    sc = Copier(AutoTokenizer.from_pretrained(tiny_llama))
+    assert render_call(sc.tokenizer, t.nodes[c]).output_range[1] > 0
+    follow, origin = get_blame_method("gbc:max_l1:targeted:follow"), get_blame_method("gbc:max_l1:targeted:origin")
+    assert follow(BlameContext(t, loss, sc))[0].agent == "A"
+    assert origin(BlameContext(t, loss, sc))[0].agent == "B"
+    # with nothing invented (B's city as unlikely as A's), origin is follow: the earliest change
+    t.nodes[b].text = t.nodes[c].text = "city: Rennes"
+    loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 12)]})
+    assert origin(BlameContext(t, loss, sc))[0].agent == follow(BlameContext(t, loss, sc))[0].agent == "A"
