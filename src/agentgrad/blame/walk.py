@@ -287,10 +287,10 @@ def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
         carried = {s: _carried(ctx, a, node, followed) for s, a in atts.items()} if followed.strip() else {}
         pool = [s for s in atts if carried.get(s) is not None]
         if not pool:  # the followed text changed here: rewritten from a source, or introduced
-            s = surprisal(ctx, node, att, region) if followed.strip() else None
-            if s is None or s > SUPPORTED:
+            surprise = surprisal(ctx, node, att, region) if followed.strip() else None
+            if surprise is None or surprise > SUPPORTED:
                 changed.append(node)
-            if invented is not None and s is not None and s > invented:
+            if invented is not None and surprise is not None and surprise > invented:
                 break  # invented here: what lies above is unrelated to it
             pool = list(atts)
         best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
