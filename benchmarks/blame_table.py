@@ -4,6 +4,7 @@
         [--keep records.jsonl]
     python benchmarks/blame_table.py records.jsonl ...   # the same tables from kept records
     python benchmarks/blame_table.py records.jsonl --join free.jsonl   # with another run's methods, paired
+    python benchmarks/blame_table.py runs/blame/metrics.json --pair A,B   # A against B, paired, per family
 
 Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
 table, a row per method, a column per topology, each cell the figure and its paired difference with
@@ -14,7 +15,10 @@ per family where the loss has a span. ``--save`` keeps a small copy (agent top-1
 figures per group, token precision, cost). ``--keep`` writes the run's per-episode records, compact
 (ids, truth, each method's scores, token precision; no traces or rankings), one JSON line each: the
 file the repository keeps of a run (``benchmarks/blame-smollm2/``), which this script reads back in
-place of a metrics.json and summarises with the benchmark's own code.
+place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
+prints, per family, method A against method B on the same episodes: the mean difference of agent
+top-1 with its bootstrap interval, the episodes won and lost and the sign test's p, over every
+topology and per topology (a metrics.json reads the episode records beside it).
 """
 
 from __future__ import annotations
@@ -76,6 +80,16 @@ def read_records(path: Path, join: list[Path] = ()) -> dict:
     every other on the same episodes; an episode missing from one, or with another truth, is an error."""
     from agentgrad.benchmarks.planted.bench import summarize
 
+    records = episode_records(path, join)
+    methods = list(dict.fromkeys(m for r in records[:1] for m in r["methods"]))
+    return summarize(records, methods)
+
+
+def episode_records(path: Path, join: list[Path] = ()) -> list[dict]:
+    """The per-episode records of a kept records.jsonl (with ``join``'s methods added), or of the
+    ``episodes/`` folder beside a metrics.json."""
+    if path.suffix != ".jsonl":
+        return [json.loads(f.read_text()) for f in sorted((path.parent / "episodes").glob("*.json"))]
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     for other in join:
         try:
@@ -88,8 +102,32 @@ def read_records(path: Path, join: list[Path] = ()) -> dict:
                 raise JoinError(f"{other} has {'no episode' if o is None else 'another truth for'} {r['episode']}: "
                                 "join records of the same seed and episodes")
             r["methods"] = {**r["methods"], **{m: v for m, v in o["methods"].items() if m not in r["methods"]}}
-    methods = list(dict.fromkeys(m for r in records[:1] for m in r["methods"]))
-    return summarize(records, methods)
+    return records
+
+
+def print_pair(records: list[dict], a: str, b: str) -> None:
+    """Method ``a`` against ``b`` (agent top-1), paired on the episodes that scored both, per family."""
+    from agentgrad.benchmarks.stats import paired
+
+    both = [r for r in records if a in r.get("methods", {}) and b in r.get("methods", {})]
+    if not both:
+        sys.exit(f"blame_table: --pair: no episode record holds both {a!r} and {b!r}")
+    print(f"`{a}` against `{b}` (agent top-1, paired on the same episodes; bootstrap 95% interval, sign test)\n")
+    print("| family | all | " + " | ".join(TOPOLOGIES) + " |")
+    print("|" + "---|" * (len(TOPOLOGIES) + 2))
+    for fault in dict.fromkeys(r["fault"] for r in both):
+        cells = []
+        for topo in (None, *TOPOLOGIES):
+            rs = [r for r in both if r["fault"] == fault and topo in (None, r["topology"])]
+            if not rs:
+                cells.append("-")
+                continue
+            d = paired([r["methods"][a]["agent_top1"] for r in rs], [r["methods"][b]["agent_top1"] for r in rs])
+            cells.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, "
+                         f"{d['losses']} lost, p {_p(d['p'])}; n {d['n']})" if topo is None
+                         else f"{d['diff']:+.2f} ({d['wins']}/{d['losses']})")
+        print(f"| {fault} | " + " | ".join(cells) + " |")
+    print()
 
 
 def main() -> None:
@@ -102,7 +140,12 @@ def main() -> None:
     ap.add_argument("--join", type=Path, action="append", default=[],
                     help="kept records of another run on the same episodes (e.g. model-free methods, --scorer none): "
                          "their methods are added and paired (repeatable; records.jsonl input only)")
+    ap.add_argument("--pair", action="append", default=[], metavar="A,B",
+                    help="print method A against method B, paired, per family and topology (repeatable)")
     a = ap.parse_args()
+    pairs = [tuple(x.split(",")) for x in a.pair]
+    if any(len(p) != 2 or not all(p) for p in pairs):
+        sys.exit("blame_table: --pair takes two method names joined by a comma: --pair A,B")
     if a.join and a.metrics.suffix != ".jsonl":
         sys.exit("blame_table: --join adds to kept records: give a records.jsonl (write one with --keep)")
     try:
@@ -155,6 +198,16 @@ def main() -> None:
                       f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
                       f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
         print()
+    if pairs:
+        try:
+            records = episode_records(a.metrics, a.join)
+        except (OSError, ValueError, JoinError) as e:
+            sys.exit(f"blame_table: --pair: cannot read the episode records of {a.metrics} ({e})")
+        for x, y in pairs:
+            for name in (x, y):
+                if name not in m["methods"]:
+                    sys.exit(f"blame_table: --pair: {a.metrics} has no method {name!r}")
+            print_pair(records, x, y)
     if a.save:
         small = {"episodes": m["episodes"], "chance_agent_top1": m["chance_agent_top1"], "token": m["token"],
                  "token_by_group": m.get("token_by_group", {}),

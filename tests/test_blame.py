@@ -572,3 +572,17 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert short.returncode == 1 and "has no episode e0" in short.stderr and "Traceback" not in short.stderr
     onjson = subprocess.run([sys.executable, str(script), str(path), "--join", str(free)], capture_output=True, text=True)
     assert onjson.returncode == 1 and "--join adds to kept records" in onjson.stderr
+    # --pair: one method against another on the same episodes, per family and topology (hand-worked:
+    # follow 1,1 | 0,1 against provenance 0,0 | 0,1: chain +1.00 with 2 won, fan-in level)
+    for src in (kept, path):  # kept records, or the episode records beside a metrics.json
+        pair = subprocess.run([sys.executable, str(script), str(src), "--pair", "gbc:max_l1:targeted:follow,provenance"],
+                              capture_output=True, text=True)
+        assert pair.returncode == 0, pair.stderr
+        line = next(x for x in pair.stdout.splitlines() if x.startswith("| transformed |"))
+        assert line.startswith("| transformed | +0.50 [") and "(2 won, 0 lost, p 0.50; n 4)" in line
+        assert line.endswith("| +1.00 (2/0) | +0.00 (0/0) | - | - |")
+    nopair = subprocess.run([sys.executable, str(script), str(kept), "--pair", "provenance"], capture_output=True, text=True)
+    assert nopair.returncode == 1 and "--pair takes two method names" in nopair.stderr
+    unknown = subprocess.run([sys.executable, str(script), str(kept), "--pair", "provenance,temporal"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 1 and "has no method 'temporal'" in unknown.stderr and "Traceback" not in unknown.stderr
