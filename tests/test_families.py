@@ -287,3 +287,65 @@ def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
     t.nodes[b].text = t.nodes[c].text = "city: Rennes"
     loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 12)]})
     assert origin(BlameContext(t, loss, sc))[0].agent == follow(BlameContext(t, loss, sc))[0].agent == "A"
+
+
+def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invented(tiny_llama):
+    """lookup -> A -> B -> C, and a registry tool that C also reads. B invented the wrong city
+    ("Rome"); the registry holds "Rome" innocently, as another key's true value, and the gradient at
+    C weighs it most. ``origin`` follows the heaviest holder, ends at the registry and blames it;
+    ``blend`` follows both holders, and only B's walk ends where the text was invented: it blames B.
+    With the innocent holder the lighter one, the two rules agree. And where B states the city in a
+    sentence whose gradient peaks elsewhere (no carry test passes for B), ``blend`` still follows
+    B, which holds the text verbatim; ``origin`` has only the registry to follow."""
+    import math
+    from dataclasses import replace
+
+    from transformers import AutoTokenizer
+
+    from agentgrad.attribution.render import render_call
+    from agentgrad.attribution.weights import connection_weights
+
+    class Lured(IdealScorer):  # invented "Rome" at p 1e-4; the registry's "Rome" weighs `lure` at C
+        lure = 20.0
+
+        def output_logprobs(self, node):
+            r, lps = super().output_logprobs(node)
+            return r, [math.log(1e-4) if lp < math.log(0.5) and node.name == "B" else lp for lp in lps]
+
+        def attribute_node(self, trace, node, target_chars=None):
+            res = super().attribute_node(trace, node, target_chars)
+            r = render_call(self.tokenizer, node)
+            for i, s in enumerate(res.sources):
+                if s.name == "registry":
+                    a = r.source_chars[s.source][0][0] + trace.nodes[s.source].text.find("Rome")
+                    l1 = [self.lure if r.offsets[p][0] < a + 4 and r.offsets[p][1] > a else 0.1 for p in s.positions]
+                    res.sources[i] = replace(s, l1=l1, gxi=l1, weights=connection_weights(l1, l1))
+            return res
+
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
+    registry = t.add(Node(id=-1, kind="tool", name="registry", text="town: Rome")).id
+    a = _call(t, "A", [lookup], "city: Oslo")
+    b = _call(t, "B", [a], "city: Rome")  # invented
+    c = _call(t, "C", [b, registry], "city: Rome")
+    loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 10)]})
+    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama))
+    origin, blend = get_blame_method("gbc:max_l1:targeted:origin"), get_blame_method("gbc:max_l1:targeted:blend")
+    assert origin(BlameContext(t, loss, sc))[0].agent == "registry"
+    ctx = BlameContext(t, loss, sc)
+    assert blend(ctx)[0].agent == "B"
+    assert ctx.walked == {c: [b]}  # the edges kept are the chosen walk's (it ends at B), not the registry's
+    sc.lure = 0.5  # the registry now the lighter holder: origin follows B too, and blend agrees
+    assert origin(BlameContext(t, loss, sc))[0].agent == blend(BlameContext(t, loss, sc))[0].agent == "B"
+    # B's city inside a sentence, the copier's gradient at C on its first word: only the string says B holds it
+    sc.lure = 20.0
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
+    registry = t.add(Node(id=-1, kind="tool", name="registry", text="town: Rome")).id
+    b = _call(t, "B", [_call(t, "A", [lookup], "city: Oslo")], "We chose it. Rome is the place.")
+    c = _call(t, "C", [b, registry], "city: Rome")
+    loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 10)]})
+    assert origin(BlameContext(t, loss, sc))[0].agent == "registry"
+    assert blend(BlameContext(t, loss, sc))[0].agent == "B"
+    sc.lure = 0.5  # lighter or not, the registry is followed by origin: B holds it only as a string
+    assert origin(BlameContext(t, loss, sc))[0].agent == "registry"

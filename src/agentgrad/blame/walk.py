@@ -45,6 +45,14 @@ Rules (what a walk from a loss blames):
   own words, so every call above looks like a change) blames a call far above the fault. The one
   threshold was chosen on the development seed of the planted benchmark in prose
   (``docs/blame-benchmarks.md``).
+- ``blend``: ``origin`` with the string test added: a source carries the followed text when the
+  gradient says so (the ``carry`` test) **or** its text holds it verbatim, wherever its gradient
+  peaks; where several sources carry it (a value one call invented and another source holds
+  innocently, as the true value of another fact), each is followed and the heaviest whose walk ends
+  where the text was invented is taken (a walk that ends at a tool or an input with the text
+  unchanged found an innocent holder); with none, the heaviest. Where no source holds the text
+  (rewritten on the way), it is ``origin``: the gradient chooses. At most ``FORKS`` sub-walks per
+  blame. Nothing new is tuned: the threshold is ``origin``'s.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
 chain) and pass through a tool result to the call that asked for it (the structural edge);
@@ -66,13 +74,14 @@ from typing import Any
 
 from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
 
-RULES = ("earliest", "path", "maxw", "stop", "carry", "follow", "origin")
+RULES = ("earliest", "path", "maxw", "stop", "carry", "follow", "origin", "blend")
 CONTENT_RULES = ("stop", "carry")
 SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
 # ``origin``: followed text whose tokens average below p = e^-5 (1/148) given the step's inputs was
 # invented there, not rewritten; chosen on the development seed (10) of the planted benchmark in
 # prose, from 3, 4, ..., 10 nats, by the mean agent top-1 over the copied, rewritten and decoy faults
 INVENTED = 5.0
+FORKS = 8  # ``blend``: at most this many sub-walks per blame (each costs a backward pass per call it walks)
 OBJECTIVES = ("whole", "targeted", "contrast", "judged")  # contrast, judged: BlameContext.attribute
 
 
@@ -197,8 +206,8 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     if rule in CONTENT_RULES and wrong is None:
         rule = "path"
     ctx.walked = {}
-    if rule in ("follow", "origin"):
-        return walk_follow(ctx, weight, objective, rng, INVENTED if rule == "origin" else None)
+    if rule in ("follow", "origin", "blend"):
+        return walk_follow(ctx, weight, objective, rng, INVENTED if rule != "follow" else None, rule == "blend")
     if rule not in CONTENT_RULES:
         return _walk_tree(ctx, weight, rule, objective, occlusion, rng)
     node = ctx.target
@@ -270,29 +279,68 @@ def surprisal(ctx: Any, node: int, att: Any, region: tuple[tuple[int, int], ...]
 
 
 def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
-                invented: float | None = None) -> list[Any]:
+                invented: float | None = None, blend: bool = False) -> list[Any]:
     """The ``follow`` rule (module docstring): the gradient chooses the path, the earliest change the
     step. ``invented`` (the ``origin`` rule): a change whose followed text is that surprising (mean
-    -log p) ends the walk there and is blamed."""
-    node = ctx.target
-    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
+    -log p) ends the walk there and is blamed. ``blend`` (the ``blend`` rule): a source that holds
+    the followed text verbatim carries it too, and where several carry it each is followed (at most
+    ``FORKS`` walks in all) and the heaviest whose walk ends where the text was invented is taken;
+    with none, the heaviest."""
+    region = tuple(ctx.loss.spans.get(ctx.target, [])) if objective == "targeted" else None
+    path, changed, _ = _follow(ctx, ctx.target, region, (), weight, objective, rng, invented,
+                               [FORKS if blend else 0], blend)
+    if changed:
+        first = changed[-1]
+    elif ctx.trace.nodes[path[0]].kind in ("call", "tool"):
+        first = path[0]
+    else:
+        first = next((n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")), ctx.target)
+    rest = [n for n in reversed(path) if n != first and ctx.trace.nodes[n].kind in ("call", "tool")]
+    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
+
+
+def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: str, objective: str,
+            rng: random.Random, invented: float | None, forks: list[int],
+            strings: bool = False) -> tuple[list[int], list[int], bool]:
+    """The walk of :func:`walk_follow` from ``node`` up: ``(path, root first, ending at node; the
+    changes, in walk order; whether it ended at an invention)``. ``forks``: the sub-walks left;
+    ``strings``: a source holding the followed text verbatim carries it, wherever its gradient peaks."""
     path, changed = [node], []
     while ctx.trace.nodes[node].kind == "call":
         att = ctx.attribute(node, region)
         if not att.sources or att.skipped:
             break
-        atts = {s.source: s for s in att.sources if s.source not in path}
+        atts = {s.source: s for s in att.sources if s.source not in path and s.source not in below}
         text = ctx.trace.nodes[node].text
         followed = text[min(a for a, _ in region):max(b for _, b in region)] if region else ""
         carried = {s: _carried(ctx, a, node, followed) for s, a in atts.items()} if followed.strip() else {}
+        if strings and followed.strip():
+            carried = {s: where if where is not None else next(iter(_occurs(ctx.trace.nodes[s].text, followed)), None)
+                       for s, where in carried.items()}
         pool = [s for s in atts if carried.get(s) is not None]
         if not pool:  # the followed text changed here: rewritten from a source, or introduced
             surprise = surprisal(ctx, node, att, region) if followed.strip() else None
             if surprise is None or surprise > SUPPORTED:
                 changed.append(node)
             if invented is not None and surprise is not None and surprise > invented:
-                break  # invented here: what lies above is unrelated to it
+                return path, changed, True  # invented here: what lies above is unrelated to it
             pool = list(atts)
+        elif len(pool) > 1 and forks[0] > 0:  # several sources carry it verbatim: follow each
+            ranked = strongest(pool, lambda s: atts[s].weights[weight], len(pool), rng)
+            walked, tried = dict(ctx.walked), []
+            for s in ranked:
+                if forks[0] <= 0:
+                    break
+                forks[0] -= 1
+                ctx.walked = dict(walked)
+                ctx.walked[node] = [s]
+                sub = _follow(ctx, s, (carried[s],), (*below, *path), weight, objective, rng, invented, forks,
+                              strings)
+                tried.append((sub, ctx.walked))
+                if sub[2]:
+                    break
+            (up, more, found), ctx.walked = next((t for t in tried if t[0][2]), tried[0])
+            return up + path, changed + more, found
         best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
         if not best:
             break
@@ -306,14 +354,7 @@ def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
                 where = _unit(ctx.trace.nodes[best].text, top) if top is not None else None
             region = (where,) if where is not None else None
         node = best
-    if changed:
-        first = changed[-1]
-    elif ctx.trace.nodes[path[0]].kind in ("call", "tool"):
-        first = path[0]
-    else:
-        first = next((n for n in path if ctx.trace.nodes[n].kind in ("call", "tool")), ctx.target)
-    rest = [n for n in reversed(path) if n != first and ctx.trace.nodes[n].kind in ("call", "tool")]
-    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
+    return path, changed, False
 
 
 def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
