@@ -152,6 +152,20 @@ def test_the_carry_test_does_not_take_a_neighbouring_value_for_the_cue(text, pea
     assert _cue_before("key = value", 3, 6) and _cue_before("'key': 'value'", 4, 7) and _cue_before("a  b", 1, 3)
 
 
+@pytest.mark.parametrize("line, unit", [
+    ("storm: 21:00", "21:00"), ("port:8080", "8080"), ('"size": "4 km",', "4 km"), ("x = 3", "3"),
+    ("For the gale we have 15:30.", "For the gale we have 15:30."),  # a clock time, not a key
+    ("It is 9:45 pm for the dock.", "It is 9:45 pm for the dock."),
+])
+def test_the_unit_a_gradient_peak_stands_for_is_a_value_or_the_whole_sentence(line, unit):
+    """On a ``key: value`` line the value; in a sentence the sentence, even with a clock time in it
+    (its colon once read as a key's, so that '30.' was followed instead of the sentence)."""
+    from agentgrad.blame.walk import _unit
+
+    a, b = _unit("first line\n" + line + "\nlast", len("first line\n") + 1)
+    assert ("first line\n" + line)[a:b] == unit
+
+
 @pytest.mark.parametrize("topology", ["chain", "manager", "fanin"])
 def test_stop_rule_finds_the_planted_source_where_earliest_does_not(topology, tiny_llama):
     from transformers import AutoTokenizer

@@ -237,7 +237,8 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
 
 
-_KEY = re.compile(r"""[ \t{\[(,]*["']?[^\n:="']{1,40}["']?[ \t]*[:=][ \t]*["']?""")  # a line's key and its gap
+# a line's key and its gap; a colon between digits is a clock time's ("we have 15:30"), not a key's
+_KEY = re.compile(r"""[ \t{\[(,]*["']?[^\n:="']{1,40}["']?[ \t]*(?:=|:(?!\d)|(?<!\d):)[ \t]*["']?""")
 
 
 def _top_char(ctx: Any, src: Any, node: int) -> int | None:
