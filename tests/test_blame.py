@@ -152,6 +152,32 @@ def test_the_carry_test_does_not_take_a_neighbouring_value_for_the_cue(text, pea
     assert _cue_before("key = value", 3, 6) and _cue_before("'key': 'value'", 4, 7) and _cue_before("a  b", 1, 3)
 
 
+def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_the_key():
+    """``animal: unknown`` at a call whose sources state ``animal: shy canyon`` and ``ref: unknown``:
+    the ``unknown`` of ``ref`` is another fact, so a gradient peaking on it does not carry the
+    value, and the string test finds no holder. Where no source states ``animal`` (a key renamed on
+    the way, or free text) any occurrence counts, as before."""
+    from types import SimpleNamespace as NS
+
+    from agentgrad.blame.walk import _carried, _fact_key, _held
+
+    out, echo, hal = "storm: calm\nanimal: unknown", "animal: shy canyon\nstorm: calm", "ref: unknown\narea: old"
+    nodes = {1: NS(text=echo), 2: NS(text=hal), 3: NS(text=out)}
+    ctx = NS(trace=NS(nodes=nodes))
+    region = ((out.index("unknown"), len(out)),)
+    assert _fact_key(ctx, 3, region, [1, 2]) == "animal"
+    assert _fact_key(ctx, 3, region, [2]) is None  # nobody upstream states "animal": any occurrence counts
+    assert _fact_key(ctx, 3, ((0, 5),), [1, 2]) is None  # "storm" itself is a key, not a value
+    assert _held(hal, "unknown", "animal") == [] and _held(hal, "unknown", None) == [(5, 12)]
+    assert _held("animal: unknown\nref: unknown", "unknown", "ref") == [(21, 28)]
+    assert _held("note: the animal: unknown", "unknown", "animal") == []  # the line's key is "note"
+    at = hal.index("unknown")  # the gradient peaks on hal's "unknown"
+    r = NS(offsets=[(at, at + 7)], source_chars={2: [(0, len(hal))]})
+    ctx = NS(render=lambda node: r, trace=NS(nodes=nodes))
+    src = NS(source=2, positions=[0], l1=[1.0])
+    assert _carried(ctx, src, 3, "unknown") == (5, 12) and _carried(ctx, src, 3, "unknown", "animal") is None
+
+
 @pytest.mark.parametrize("line, unit", [
     ("storm: 21:00", "21:00"), ("port:8080", "8080"), ('"size": "4 km",', "4 km"), ("x = 3", "3"),
     ("For the gale we have 15:30.", "For the gale we have 15:30."),  # a clock time, not a key

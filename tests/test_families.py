@@ -291,8 +291,8 @@ def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
 
 def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invented(tiny_llama):
     """lookup -> A -> B -> C, and a registry tool that C also reads. B invented the wrong city
-    ("Rome"); the registry holds "Rome" innocently, as another key's true value, and the gradient at
-    C weighs it most. ``origin`` follows the heaviest holder, ends at the registry and blames it;
+    ("Rome"); the registry holds "city: Rome" innocently (another record's true value), and the
+    gradient at C weighs it most. ``origin`` follows the heaviest holder, ends at the registry and blames it;
     ``blend`` follows both holders, and only B's walk ends where the text was invented: it blames B.
     With the innocent holder the lighter one, the two rules agree. And where B states the city in a
     sentence whose gradient peaks elsewhere (no carry test passes for B), ``blend`` still follows
@@ -324,7 +324,7 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
 
     t = Trace()
     lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
-    registry = t.add(Node(id=-1, kind="tool", name="registry", text="town: Rome")).id
+    registry = t.add(Node(id=-1, kind="tool", name="registry", text="city: Rome")).id
     a = _call(t, "A", [lookup], "city: Oslo")
     b = _call(t, "B", [a], "city: Rome")  # invented
     c = _call(t, "C", [b, registry], "city: Rome")
@@ -337,6 +337,12 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
     assert ctx.walked == {c: [b]}  # the edges kept are the chosen walk's (it ends at B), not the registry's
     sc.lure = 0.5  # the registry now the lighter holder: origin follows B too, and blend agrees
     assert origin(BlameContext(t, loss, sc))[0].agent == blend(BlameContext(t, loss, sc))[0].agent == "B"
+    # "Rome" as the registry's *town*: another key's value is another fact, whatever the gradient
+    # says, once a source states the key ("city") itself: origin follows B, with no fork
+    sc.lure = 20.0
+    t.nodes[registry].text = "town: Rome"
+    assert origin(BlameContext(t, loss, sc))[0].agent == blend(BlameContext(t, loss, sc))[0].agent == "B"
+    assert get_blame_method("gbc:max_l1:targeted:carry")(BlameContext(t, loss, sc))[0].agent == "B"
     # B's city inside a sentence, the copier's gradient at C on its first word: only the string says B holds it
     sc.lure = 20.0
     t = Trace()

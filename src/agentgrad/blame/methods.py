@@ -47,7 +47,7 @@ from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
 from agentgrad.blame.priors import prior_methods
-from agentgrad.blame.walk import _KEY, OBJECTIVES, RULES, SUPPORTED, _occurs, walk, walk_topk
+from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, _key_value, _line_key, _occurs, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:carry"  # the best GBC rule of the planted-fault benchmark (docs/blame.md)
@@ -130,27 +130,6 @@ def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
     blamable = [n for n in path if nodes[n].kind in ("call", "tool")]
     first = blamable[0]
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
-
-
-def _line_key(text: str, start: int, end: int) -> tuple[str, int, str] | None:
-    """``(key, where its value starts, the value)`` of the ``key: value`` line ``text[start:end]``
-    (the walk's :data:`~agentgrad.blame.walk._KEY`: ``key = value``, ``"key": "value"``), the value
-    without the quotes, commas and brackets around it; None when the line has no key and value."""
-    m = _KEY.match(text, start, end)
-    if m is None or m.end() >= end:
-        return None
-    return text[start:m.end()].strip(" \t{[(,\"':="), m.end(), text[m.end():end].rstrip(" \t\"',}])")
-
-
-def _key_value(text: str, key: str) -> str | None:
-    """The value of ``key`` on the last ``key: value`` line of ``text`` that states it, or None."""
-    found, at = None, 0
-    for line in text.split("\n"):
-        k = _line_key(text, at, at + len(line))
-        if k is not None and k[0] == key:
-            found = k[2]
-        at += len(line) + 1
-    return found
 
 
 def key_provenance(ctx: BlameContext) -> list[Blame]:

@@ -17,7 +17,11 @@ Rules (what a walk from a loss blames):
 - ``stop``: walk back only while the source carries the faulty content: the source's
   highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
   span of the target's output), or is the cue right before one (only spaces between, or the key
-  of a ``key: value`` line: spaces, quotes and one colon or equals sign between). The first node whose
+  of a ``key: value`` line: spaces, quotes and one colon or equals sign between). Where the wrong
+  text is the value of a ``key: value`` line at the call and some source states that key, only an
+  occurrence that is that key's value counts (``unknown`` as another key's value, or a value that
+  reads the same as another field's, is another fact; where no source states the key, as on free
+  text or a key renamed on the way, any occurrence counts: :func:`_fact_key`). The first node whose
   chosen source does not carry it is blamed; a tool or input that carries it is blamed itself.
   Without loss spans it falls back to ``path``.
 - ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
@@ -46,8 +50,8 @@ Rules (what a walk from a loss blames):
   threshold was chosen on the development seed of the planted benchmark in prose
   (``docs/blame-benchmarks.md``).
 - ``blend``: ``origin`` with the string test added: a source carries the followed text when the
-  gradient says so (the ``carry`` test) **or** its text holds it verbatim, wherever its gradient
-  peaks; where several sources carry it (a value one call invented and another source holds
+  gradient says so (the ``carry`` test) **or** its text holds it verbatim (as the same key's value,
+  as the ``carry`` test reads keys), wherever its gradient peaks; where several sources carry it (a value one call invented and another source holds
   innocently, as the true value of another fact), each is followed and the heaviest whose walk ends
   where the text was invented is taken (a walk that ends at a tool or an input with the text
   unchanged found an innocent holder); with none, the heaviest. Where no source holds the text
@@ -158,10 +162,11 @@ def _cue_before(text: str, end: int, start: int) -> bool:
     return end <= start and (not gap.strip() or _KEY_GAP.fullmatch(gap) is not None)
 
 
-def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | None:
+def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None) -> tuple[int, int] | None:
     """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
     in or is the cue right before (:func:`_cue_before`; character range in that text), or None when
-    it is neither for any occurrence."""
+    it is neither for any occurrence. With ``key`` (the key whose value ``wrong`` is at the call),
+    only occurrences that are that key's value count (:func:`_held`)."""
     if not src.l1:
         return None
     r = ctx.render(node)
@@ -175,7 +180,7 @@ def _carried(ctx: Any, src: Any, node: int, wrong: str) -> tuple[int, int] | Non
             # inside an occurrence, or the cue right before it: a copying model retrieves the content
             # by its key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits
             # "museum:" into "museum" and ":", so the key is not the token next to the value)
-            return next(((oa, ob) for oa, ob in _occurs(text, wrong)
+            return next(((oa, ob) for oa, ob in _held(text, wrong, key)
                          if (oa <= lo and hi <= ob) or _cue_before(text, hi, oa)), None)
     return None
 
@@ -185,13 +190,15 @@ def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wro
     each carries (when ``wrong`` is given). Empty weights: the call cannot be walked through."""
     if occlusion:
         weights = ctx.occlusion(node, region)
-        where = {s: ((0, 0) if wrong in ctx.trace.nodes[s].text else None) for s in weights} if wrong else {}
+        key = _fact_key(ctx, node, region, weights) if wrong else None
+        where = {s: ((0, 0) if _held(ctx.trace.nodes[s].text, wrong, key) else None) for s in weights} if wrong else {}
         return weights, {}, where
     att = ctx.attribute(node, region)
     if not att.sources or att.skipped:
         return {}, {}, {}
     atts = {s.source: s for s in att.sources}
-    where = {s.source: _carried(ctx, s, node, wrong) for s in att.sources} if wrong else {}
+    key = _fact_key(ctx, node, region, atts) if wrong else None
+    where = {s.source: _carried(ctx, s, node, wrong, key) for s in att.sources} if wrong else {}
     return {s.source: s.weights[weight] for s in att.sources}, atts, where
 
 
@@ -239,6 +246,60 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
 
 # a line's key and its gap; a colon between digits is a clock time's ("we have 15:30"), not a key's
 _KEY = re.compile(r"""[ \t{\[(,]*["']?[^\n:="']{1,40}["']?[ \t]*(?:=|:(?!\d)|(?<!\d):)[ \t]*["']?""")
+
+
+def _line_key(text: str, start: int, end: int) -> tuple[str, int, str] | None:
+    """``(key, where its value starts, the value)`` of the ``key: value`` line ``text[start:end]``
+    (:data:`_KEY`: ``key = value``, ``"key": "value"``), the value
+    without the quotes, commas and brackets around it; None when the line has no key and value."""
+    m = _KEY.match(text, start, end)
+    if m is None or m.end() >= end:
+        return None
+    return text[start:m.end()].strip(" \t{[(,\"':="), m.end(), text[m.end():end].rstrip(" \t\"',}])")
+
+
+def _key_value(text: str, key: str) -> str | None:
+    """The value of ``key`` on the last ``key: value`` line of ``text`` that states it, or None."""
+    found, at = None, 0
+    for line in text.split("\n"):
+        k = _line_key(text, at, at + len(line))
+        if k is not None and k[0] == key:
+            found = k[2]
+        at += len(line) + 1
+    return found
+
+
+def _key_at(text: str, region: Any) -> str | None:
+    """The key of the ``key: value`` line whose value ``region`` (character ranges of ``text``)
+    lies in, or None (free text, or the region is not the value)."""
+    if not region:
+        return None
+    a, b = min(r[0] for r in region), max(r[1] for r in region)
+    start, end = text.rfind("\n", 0, a) + 1, text.find("\n", a)
+    line = _line_key(text, start, len(text) if end < 0 else end)
+    return line[0] if line is not None and line[1] <= a and b <= (len(text) if end < 0 else end) and line[0] else None
+
+
+def _held(text: str, needle: str, key: str | None) -> list[tuple[int, int]]:
+    """The occurrences of ``needle`` in ``text``; with a ``key``, those that are that key's value on a
+    ``key: value`` line (another key's value that reads the same is another fact)."""
+    out = []
+    for oa, ob in _occurs(text, needle):
+        start, end = text.rfind("\n", 0, oa) + 1, text.find("\n", oa)
+        line = _line_key(text, start, len(text) if end < 0 else end) if key is not None else None
+        if key is None or (line is not None and line[0] == key and line[1] <= oa):
+            out.append((oa, ob))
+    return out
+
+
+def _fact_key(ctx: Any, node: int, region: Any, sources: Any) -> str | None:
+    """The key a followed value is identified by: the key of the ``key: value`` line it is the value
+    of at ``node``, when some source states that key (with any value); else None, and any occurrence
+    counts (free text, or a key renamed on the way)."""
+    key = _key_at(ctx.trace.nodes[node].text, region)
+    if key is None or not any(_key_value(ctx.trace.nodes[s].text, key) is not None for s in sources):
+        return None
+    return key
 
 
 def _top_char(ctx: Any, src: Any, node: int) -> int | None:
@@ -314,9 +375,10 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
         atts = {s.source: s for s in att.sources if s.source not in path and s.source not in below}
         text = ctx.trace.nodes[node].text
         followed = text[min(a for a, _ in region):max(b for _, b in region)] if region else ""
-        carried = {s: _carried(ctx, a, node, followed) for s, a in atts.items()} if followed.strip() else {}
+        key = _fact_key(ctx, node, region, atts) if followed.strip() else None
+        carried = {s: _carried(ctx, a, node, followed, key) for s, a in atts.items()} if followed.strip() else {}
         if strings and followed.strip():
-            carried = {s: where if where is not None else next(iter(_occurs(ctx.trace.nodes[s].text, followed)), None)
+            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key)), None)
                        for s, where in carried.items()}
         pool = [s for s in atts if carried.get(s) is not None]
         if not pool:  # the followed text changed here: rewritten from a source, or introduced
@@ -424,9 +486,10 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
             stops[node] = max(stops.get(node, 0.0), score)
             continue
         ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
+        key = _fact_key(ctx, node, region, [s.source for s in att.sources]) if wrong is not None else None
         for rank, src in enumerate(ranked):
             child = score / (rank + 1)
-            occ = _carried(ctx, src, node, wrong) if wrong is not None else None
+            occ = _carried(ctx, src, node, wrong, key) if wrong is not None else None
             if wrong is not None and occ is None:
                 stops[node] = max(stops.get(node, 0.0), child)
                 continue
