@@ -52,9 +52,9 @@ Rules (what a walk from a loss blames):
 - ``blend``: ``origin`` with the string test added: a source carries the followed text when the
   gradient says so (the ``carry`` test) **or** its text holds it verbatim (as the same key's value,
   as the ``carry`` test reads keys), wherever its gradient peaks; where several sources carry it (a
-  value one call invented and another source holds innocently, as the true value of another fact), each is followed and the heaviest whose walk ends
-  where the text was invented is taken (a walk that ends at a tool or an input with the text
-  unchanged found an innocent holder); with none, the heaviest. Where no source holds the text
+  value one call invented and another source holds innocently, as the true value of another fact),
+  each is followed and the heaviest whose walk ends where the text was invented is taken (a walk
+  that ends at a tool or an input with the text unchanged found an innocent holder); with none, the heaviest. Where no source holds the text
   (rewritten on the way), it is ``origin``: the gradient chooses. At most ``FORKS`` sub-walks per
   blame. Nothing new is tuned: the threshold is ``origin``'s.
 
