@@ -54,9 +54,10 @@ Rules (what a walk from a loss blames):
   as the ``carry`` test reads keys), wherever its gradient peaks; where several sources carry it (a
   value one call invented and another source holds innocently, as the true value of another fact),
   each is followed and the heaviest whose walk ends where the text was invented is taken (a walk
-  that ends at a tool or an input with the text unchanged found an innocent holder); with none, the heaviest. Where no source holds the text
-  (rewritten on the way), it is ``origin``: the gradient chooses. At most ``FORKS`` sub-walks per
-  blame. Nothing new is tuned: the threshold is ``origin``'s.
+  that ends at a tool or an input with the text unchanged found an innocent holder); with none,
+  the heaviest. Where no source holds the text (rewritten on the way), it is ``origin``: the
+  gradient chooses. At most ``FORKS`` sub-walks per blame. Nothing new is tuned: the threshold is
+  ``origin``'s.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
 chain) and pass through a tool result to the call that asked for it (the structural edge);
@@ -378,7 +379,8 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
         key = _fact_key(ctx, node, region, atts) if followed.strip() else None
         carried = {s: _carried(ctx, a, node, followed, key) for s, a in atts.items()} if followed.strip() else {}
         if strings and followed.strip():
-            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key)), None)
+            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key)),
+                                                               None)
                        for s, where in carried.items()}
         pool = [s for s in atts if carried.get(s) is not None]
         if not pool:  # the followed text changed here: rewritten from a source, or introduced
@@ -486,7 +488,7 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
             stops[node] = max(stops.get(node, 0.0), score)
             continue
         ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
-        key = _fact_key(ctx, node, region, [s.source for s in att.sources]) if wrong is not None else None
+        key = _fact_key(ctx, node, region, [s.source for s in att.sources]) if wrong else None
         for rank, src in enumerate(ranked):
             child = score / (rank + 1)
             occ = _carried(ctx, src, node, wrong, key) if wrong is not None else None
