@@ -284,13 +284,7 @@ def _key_at(text: str, region: Any) -> str | None:
 def _held(text: str, needle: str, key: str | None) -> list[tuple[int, int]]:
     """The occurrences of ``needle`` in ``text``; with a ``key``, those that are that key's value on a
     ``key: value`` line (another key's value that reads the same is another fact)."""
-    out = []
-    for oa, ob in _occurs(text, needle):
-        start, end = text.rfind("\n", 0, oa) + 1, text.find("\n", oa)
-        line = _line_key(text, start, len(text) if end < 0 else end) if key is not None else None
-        if key is None or (line is not None and line[0] == key and line[1] <= oa):
-            out.append((oa, ob))
-    return out
+    return [o for o in _occurs(text, needle) if key is None or _key_at(text, (o,)) == key]
 
 
 def _fact_key(ctx: Any, node: int, region: Any, sources: Any) -> str | None:
