@@ -58,7 +58,7 @@ def test_every_bench_name_is_a_loop_and_attribute_name_and_an_unknown_one_lists_
         cfg = validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": name}}, "opt.yaml")
         assert canonical(cfg.scorer.method) in BENCH_NAMES
         assert edge_rule(name) in ("mean_l1", "max_l1", "mean_gxi", "max_gxi", "random", "all")  # attribute's kept edges
-    assert OptimizeConfig(system="s.yaml").scorer.method == DEFAULT_METHOD == "gbc:max_l1:targeted:carry"
+    assert OptimizeConfig(system="s.yaml").scorer.method == DEFAULT_METHOD == "gbc:max_l1:targeted:blend"
     with pytest.raises(RegistryError) as e:
         validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": "gbc:max_l1:targeted:cary"}}, "opt.yaml")
     msg = str(e.value)

@@ -40,8 +40,9 @@ def test_demo_writes_the_whole_run_directory(demo_run):
     accepted = [s for s in steps if s["accepted"]]
     assert final["accepted"] == len(accepted)
     last = json.loads(sorted((R / "prompts").glob("*.json"))[-1].read_text())
-    assert last == final["prompts"] and "## Warning" in final["prompts"]["answerer"]
-    assert "Reply with the answer only." in final["prompts"]["answerer"]  # the protected span survived
+    edited = {a for a, p in final["prompts"].items() if "## Warning" in p}
+    assert last == final["prompts"] and edited and edited <= {a for s in accepted for a in s["updated"]}
+    assert "Reply with the answer only." in final["prompts"]["answerer"]  # the protected span survives
     assert (R / "report.html").is_file()
 
 

@@ -50,7 +50,7 @@ from agentgrad.blame.priors import prior_methods
 from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, _key_value, _line_key, _occurs, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
-DEFAULT_METHOD = "gbc:max_l1:targeted:carry"  # the best GBC rule of the planted-fault benchmark (docs/blame.md)
+DEFAULT_METHOD = "gbc:max_l1:targeted:blend"  # at or above carry on every planted family, both report seeds (docs/blame.md)
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
 
 

@@ -8,7 +8,8 @@ verbal loss, the method ranks the upstream nodes (:mod:`agentgrad.blame.methods`
 - **agents** are the blamed entries' agents whose prompts can be repaired: a call's agent, the
   call(s) that asked for a blamed tool result; an input (the task itself) blames no prompt;
 - **trajectories** (what the optimizer reads) are the paths the method walked, from where each walk
-  ended to the loss target (:func:`agentgrad.blame.walk.root_paths` over ``ctx.walked``); for a
+  ended to the loss target (:func:`agentgrad.blame.walk.root_paths` over ``ctx.walked``), each
+  starting at the blamed node where the walk went on past it (``follow``, ``origin``, ``blend``); for a
   method that walks no edge (``temporal``, judges, ``random``, ``last``), the trace's path from each
   blamed node to the target;
 - **parents** are those paths' edges (the target optimizer writes its targets along them).
@@ -78,6 +79,16 @@ def prompt_agents(trace: Trace, blamed: list[Blame]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _from_blamed(trace: Trace, path: list[int], tops: set[int]) -> list[int]:
+    """``path`` from its first blamed node on, where the walk went on past it to a call or tool that
+    is not blamed (``follow``, ``origin``, ``blend``: above the fault is where its text came from);
+    else ``path`` whole (an input above the blamed call stays, as do ``path``'s tied calls)."""
+    at = next((i for i, n in enumerate(path) if n in tops), 0)
+    if any(trace.nodes[n].kind in ("call", "tool") for n in path[:at]):
+        return path[at:]
+    return path
+
+
 def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = None, *, results: list[Any] | None = None,
                   seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None) -> BlameOutcome:
     """Blame one failed episode with registry ``method`` (an alias is resolved).
@@ -103,10 +114,13 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
         ranking += ranks
         blamed += top
         if focused.walked:
-            found = root_paths(focused.walked, [target], max_paths)
+            found = [_from_blamed(trace, p, {b.node for b in top})
+                     for p in root_paths(focused.walked, [target], max_paths)]
         else:
             found = [trace_path(trace, b.node, target) for b in top]
-        paths += [p for p in found if p not in paths]
+        for p in found:
+            if p not in paths:
+                paths.append(p)
     paths = paths[:max_paths]
     parents: dict[int, list[int]] = {}
     for p in paths:

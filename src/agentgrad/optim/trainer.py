@@ -2,7 +2,7 @@
 
 Per sample: run the system, score it with the task's metric, build the loss; for a failure,
 attribute the trace (GBC) and blame it with a registry method (:mod:`agentgrad.blame.methods`;
-default ``gbc:max_l1:targeted:carry``): the agents tied at the top of its ranking are blamed, and
+default ``gbc:max_l1:targeted:blend``): the agents tied at the top of its ranking are blamed, and
 the paths it walked are the trajectories the optimizer reads. Every ``step_every``
 samples: the optimizer rewrites the blamed agents' prompts; an optional validation gate keeps
 them only if the validation score does not drop by more than a tolerance; then a checkpoint is
