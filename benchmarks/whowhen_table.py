@@ -7,6 +7,11 @@
     python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm \
         --union benchmarks/whowhen-smollm2/algorithm-window
 
+    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/hand-judge-nogt \
+        --setting benchmarks/whowhen-smollm2/hand-judge-structured
+
+``--setting`` pairs every method with itself in another folder, run in the other ground-truth setting
+on the same logs (a last table: both figures, the difference, logs won / lost, sign-test p).
 ``--union`` adds another folder's scored logs, in place of the same logs excluded here (the
 windowed run of the logs too long for the first). ``--also`` adds the methods another folder
 scored on the same logs, so that methods run apart are compared on one sample. ``--seconds`` adds
@@ -31,7 +36,7 @@ import json
 import statistics
 from pathlib import Path
 
-from agentgrad.benchmarks.stats import wilson
+from agentgrad.benchmarks.stats import paired, wilson
 from agentgrad.benchmarks.whowhen.bench import priors_table, summarize_whowhen
 
 
@@ -44,6 +49,8 @@ def main() -> None:
                     help="another folder whose scored logs join the table, replacing this folder's "
                          "excluded records of the same logs (repeatable)")
     ap.add_argument("--seconds", action="store_true", help="add each method's own wall time per log")
+    ap.add_argument("--setting", type=Path, help="a folder of the same methods on the same logs in the other "
+                                                 "ground-truth setting: each method paired with itself there")
     a = ap.parse_args()
     recs = read(a.folder)
     for other in a.union:
@@ -117,6 +124,41 @@ def main() -> None:
         print("|" + "---|" * (len(cols) + 1))
         for row in rows:
             print(f"| `{row[0]}` | " + " | ".join(row[1:]) + " |")
+    if a.setting:
+        settings_table(a.folder, a.setting, scored, methods)
+
+
+def setting_of(folder: Path) -> str:
+    """``with`` or ``without`` (ground truth), from the folder's ``bench.json``; ``?`` where it does not say."""
+    try:
+        gt = json.loads((folder / "bench.json").read_text(encoding="utf-8")).get("with_ground_truth")
+    except (OSError, ValueError):
+        gt = None
+    return "?" if gt is None else ("with" if gt else "without")
+
+
+def settings_table(folder: Path, other: Path, scored: list[dict], methods: list[str]) -> None:
+    """Each method of ``scored`` paired, log by log, with the same method in ``other`` (the other setting)."""
+    theirs = scored_by_log(other)
+    logs = [r for r in scored if r["log"] in theirs]
+    both = [m for m in methods if logs and all(m in theirs[r["log"]]["methods"] for r in logs)]
+    if not both:
+        raise SystemExit(f"{other} shares no method on the same logs with {folder}")
+    here, there = setting_of(folder), setting_of(other)
+    print(f"\neach method in the two settings, paired on the {len(logs)} logs both scored "
+          f"({folder.name}: {here} ground truth; {other.name}: {there})\n")
+    print(f"| method | agent, {here} | agent, {there} | difference, won / lost, p | step, {here} | step, {there} | "
+          "difference, won / lost, p |")
+    print("|---|---|---|---|---|---|---|")
+    for m in both:
+        row = [f"`{m}`"]
+        for level in ("agent", "step"):
+            a = [r["methods"][m][level] for r in logs]
+            b = [theirs[r["log"]]["methods"][m][level] for r in logs]
+            d = paired(a, b)
+            row += [f"{sum(a) / len(a):.2f}", f"{sum(b) / len(b):.2f}",
+                    f"{d['diff']:+.3f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] {d['wins']}/{d['losses']} p={d['p']:.2g}"]
+        print("| " + " | ".join(row) + " |")
 
 
 def read(folder: Path) -> list[dict]:

@@ -290,3 +290,26 @@ def test_whowhen_table_leaves_out_a_method_that_only_some_logs_have(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert "left out, not on every log: random" in out and "2 logs scored" in out
     assert "| `first` | 0.50" in out and "`random`" not in out.split("left out")[1]  # t0 right, t1 wrong (B spoke first)
+
+
+def test_whowhen_table_pairs_each_method_with_itself_in_the_other_setting(tmp_path):
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+
+    traces = [log(["A", "B", "A"], 0, "A", id="t0", subset="algorithm"), log(["B", "A"], 0, "B", id="t1", subset="algorithm")]
+    run_whowhen(traces, ["first", "last"], out=tmp_path / "W")  # with the ground truth (the default)
+    run_whowhen(traces, ["first", "last"], with_ground_truth=False, out=tmp_path / "V")
+    rec = tmp_path / "V" / "logs" / "t0.json"  # the other setting's `first` made wrong on t0, by hand
+    r = json.loads(rec.read_text())
+    r["methods"]["first"].update(agent=0.0, step=0.0)
+    rec.write_text(json.dumps(r))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
+                          "--setting", str(tmp_path / "W")], capture_output=True, text=True, check=True).stdout
+    table = out.split("each method in the two settings")[1]
+    assert "paired on the 2 logs both scored (V: without ground truth; W: with)" in table
+    # first is right on both logs with the truth (A, then B spoke first), on t1 only without it
+    assert "| `first` | 0.50 | 1.00 | -0.500 [-1.00, +0.00] 0/1 p=1 | 0.50 | 1.00 | -0.500" in table
+    # last: A spoke last in both logs, right on t0 only; the labelled steps are both the first
+    assert "| `last` | 0.50 | 0.50 | +0.000 [+0.00, +0.00] 0/0 p=1 | 0.00 | 0.00 |" in table
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
+                          "--setting", str(tmp_path / "nothing")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no scored log" in bad.stderr
