@@ -114,8 +114,8 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
         ranking += ranks
         blamed += top
         if focused.walked:
-            found = [_from_blamed(trace, p, {b.node for b in top})
-                     for p in root_paths(focused.walked, [target], max_paths)]
+            tops = {b.node for b in top}
+            found = [_from_blamed(trace, p, tops) for p in root_paths(focused.walked, [target], max_paths)]
         else:
             found = [trace_path(trace, b.node, target) for b in top]
         for p in found:
