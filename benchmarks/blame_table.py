@@ -5,6 +5,8 @@
     python benchmarks/blame_table.py records.jsonl ...   # the same tables from kept records
     python benchmarks/blame_table.py records.jsonl --join free.jsonl   # with another run's methods, paired
     python benchmarks/blame_table.py runs/blame/metrics.json --pair A,B   # A against B, paired, per family
+    python benchmarks/blame_table.py new.jsonl --join old.jsonl --join-suffix before --pair M,M@before
+        # a method against itself in a run before a change (the joined methods named METHOD@before)
 
 Figures are agent-level top-1 (ties at the top earn 1/ties). For every fault family present: one
 table, a row per method, a column per topology, each cell the figure and its paired difference with
@@ -73,21 +75,22 @@ class JoinError(Exception):
     """A ``--join`` file that cannot be joined to the records."""
 
 
-def read_records(path: Path, join: list[Path] = ()) -> dict:
+def read_records(path: Path, join: list[Path] = (), suffix: str = "") -> dict:
     """A kept records.jsonl summarised as ``bench blame`` summarises a run (every method of its first
     record). ``join``: records of other runs on the same episodes (same seed: the generator is
     deterministic), whose methods are added to each episode's, so that every method is paired with
     every other on the same episodes; an episode missing from one, or with another truth, is an error."""
     from agentgrad.benchmarks.planted.bench import summarize
 
-    records = episode_records(path, join)
+    records = episode_records(path, join, suffix)
     methods = list(dict.fromkeys(m for r in records[:1] for m in r["methods"]))
     return summarize(records, methods)
 
 
-def episode_records(path: Path, join: list[Path] = ()) -> list[dict]:
-    """The per-episode records of a kept records.jsonl (with ``join``'s methods added), or of the
-    ``episodes/`` folder beside a metrics.json."""
+def episode_records(path: Path, join: list[Path] = (), suffix: str = "") -> list[dict]:
+    """The per-episode records of a kept records.jsonl (with ``join``'s methods added; with ``suffix``,
+    each named ``METHOD@SUFFIX``, so that a method can be paired with itself in another run), or of
+    the ``episodes/`` folder beside a metrics.json."""
     if path.suffix != ".jsonl":
         return [json.loads(f.read_text()) for f in sorted((path.parent / "episodes").glob("*.json"))]
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -101,7 +104,8 @@ def episode_records(path: Path, join: list[Path] = ()) -> list[dict]:
             if o is None or o.get("truth") != r.get("truth"):
                 raise JoinError(f"{other} has {'no episode' if o is None else 'another truth for'} {r['episode']}: "
                                 "join records of the same seed and episodes")
-            r["methods"] = {**r["methods"], **{m: v for m, v in o["methods"].items() if m not in r["methods"]}}
+            named = {(f"{m}@{suffix}" if suffix else m): v for m, v in o["methods"].items()}
+            r["methods"] = {**r["methods"], **{m: v for m, v in named.items() if m not in r["methods"]}}
     return records
 
 
@@ -140,16 +144,21 @@ def main() -> None:
     ap.add_argument("--join", type=Path, action="append", default=[],
                     help="kept records of another run on the same episodes (e.g. model-free methods, --scorer none): "
                          "their methods are added and paired (repeatable; records.jsonl input only)")
+    ap.add_argument("--join-suffix", default="", metavar="SUFFIX",
+                    help="name the joined runs' methods METHOD@SUFFIX (pair a method with itself in another run, "
+                         "e.g. the rule before a change: --pair M,M@before)")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="print method A against method B, paired, per family and topology (repeatable)")
     a = ap.parse_args()
     pairs = [tuple(x.split(",")) for x in a.pair]
     if any(len(p) != 2 or not all(p) for p in pairs):
         sys.exit("blame_table: --pair takes two method names joined by a comma: --pair A,B")
+    if a.join_suffix and not a.join:
+        sys.exit("blame_table: --join-suffix names the methods of --join files: give one with --join")
     if a.join and a.metrics.suffix != ".jsonl":
         sys.exit("blame_table: --join adds to kept records: give a records.jsonl (write one with --keep)")
     try:
-        m = read_records(a.metrics, a.join) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
+        m = read_records(a.metrics, a.join, a.join_suffix) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
         g = m["groups"]
     except JoinError as e:
         sys.exit(f"blame_table: --join: {e}")
@@ -200,7 +209,7 @@ def main() -> None:
         print()
     if pairs:
         try:
-            records = episode_records(a.metrics, a.join)
+            records = episode_records(a.metrics, a.join, a.join_suffix)
         except (OSError, ValueError, JoinError) as e:
             sys.exit(f"blame_table: --pair: cannot read the episode records of {a.metrics} ({e})")
         for x, y in pairs:

@@ -626,3 +626,18 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     unknown = subprocess.run([sys.executable, str(script), str(kept), "--pair", "provenance,temporal"],
                              capture_output=True, text=True)
     assert unknown.returncode == 1 and "has no method 'temporal'" in unknown.stderr and "Traceback" not in unknown.stderr
+    # --join-suffix: the joined run's methods named METHOD@SUFFIX, so a rule pairs with itself before a change
+    # (hand-worked: provenance now 0,0 | 0,1; before 1,1 | 0,1: -1.00 on chain with 2 lost)
+    before = tmp_path / "before.jsonl"
+    before.write_text("".join(json.dumps({"episode": f"e{i}", "truth": lines[i].get("truth"), "methods": {
+        "provenance": {"agent_top1": [1.0, 1.0, 0.0, 1.0][i], "node_top1": 1.0, "agent_top3": 1.0}}}) + "\n"
+        for i in range(4)))
+    suffixed = subprocess.run([sys.executable, str(script), str(kept), "--compact", "--join", str(before),
+                               "--join-suffix", "old", "--pair", "provenance,provenance@old"],
+                              capture_output=True, text=True)
+    assert suffixed.returncode == 0, suffixed.stderr
+    assert any(x.startswith("| `provenance@old` | 1.00 | 0.50 | 0.75 [") for x in suffixed.stdout.splitlines())
+    line = next(x for x in suffixed.stdout.splitlines() if x.startswith("| transformed |"))
+    assert line.startswith("| transformed | -0.50 [") and "(0 won, 2 lost, p 0.50; n 4)" in line
+    alone = subprocess.run([sys.executable, str(script), str(kept), "--join-suffix", "old"], capture_output=True, text=True)
+    assert alone.returncode == 1 and "--join-suffix names the methods of --join files" in alone.stderr

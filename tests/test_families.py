@@ -289,6 +289,37 @@ def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
     assert origin(BlameContext(t, loss, sc))[0].agent == follow(BlameContext(t, loss, sc))[0].agent == "A"
 
 
+class Lured(IdealScorer):
+    """A copier in which call B invented its value (log p of its uncopied tokens: p 1e-4) and the tool
+    named ``registry`` draws the gradient: its tokens of ``text`` weigh ``lure`` at every call reading it."""
+
+    def __init__(self, tokenizer, text, lure=20.0):
+        super().__init__(tokenizer)
+        self.text, self.lure = text, lure
+
+    def output_logprobs(self, node):
+        import math
+
+        r, lps = super().output_logprobs(node)
+        return r, [math.log(1e-4) if lp < math.log(0.5) and node.name == "B" else lp for lp in lps]
+
+    def attribute_node(self, trace, node, target_chars=None):
+        from dataclasses import replace
+
+        from agentgrad.attribution.render import render_call
+        from agentgrad.attribution.weights import connection_weights
+
+        res = super().attribute_node(trace, node, target_chars)
+        r = render_call(self.tokenizer, node)
+        for i, s in enumerate(res.sources):
+            if s.name == "registry":
+                a = r.source_chars[s.source][0][0] + trace.nodes[s.source].text.find(self.text)
+                l1 = [self.lure if r.offsets[p][0] < a + len(self.text) and r.offsets[p][1] > a else 0.1
+                      for p in s.positions]
+                res.sources[i] = replace(s, l1=l1, gxi=l1, weights=connection_weights(l1, l1))
+        return res
+
+
 def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invented(tiny_llama):
     """lookup -> A -> B -> C, and a registry tool that C also reads. B invented the wrong city
     ("Rome"); the registry holds "city: Rome" innocently (another record's true value), and the
@@ -297,30 +328,7 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
     With the innocent holder the lighter one, the two rules agree. And where B states the city in a
     sentence whose gradient peaks elsewhere (no carry test passes for B), ``blend`` still follows
     B, which holds the text verbatim; ``origin`` has only the registry to follow."""
-    import math
-    from dataclasses import replace
-
     from transformers import AutoTokenizer
-
-    from agentgrad.attribution.render import render_call
-    from agentgrad.attribution.weights import connection_weights
-
-    class Lured(IdealScorer):  # invented "Rome" at p 1e-4; the registry's "Rome" weighs `lure` at C
-        lure = 20.0
-
-        def output_logprobs(self, node):
-            r, lps = super().output_logprobs(node)
-            return r, [math.log(1e-4) if lp < math.log(0.5) and node.name == "B" else lp for lp in lps]
-
-        def attribute_node(self, trace, node, target_chars=None):
-            res = super().attribute_node(trace, node, target_chars)
-            r = render_call(self.tokenizer, node)
-            for i, s in enumerate(res.sources):
-                if s.name == "registry":
-                    a = r.source_chars[s.source][0][0] + trace.nodes[s.source].text.find("Rome")
-                    l1 = [self.lure if r.offsets[p][0] < a + 4 and r.offsets[p][1] > a else 0.1 for p in s.positions]
-                    res.sources[i] = replace(s, l1=l1, gxi=l1, weights=connection_weights(l1, l1))
-            return res
 
     t = Trace()
     lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="city: Oslo")).id
@@ -329,7 +337,7 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
     b = _call(t, "B", [a], "city: Rome")  # invented
     c = _call(t, "C", [b, registry], "city: Rome")
     loss = VerbalLoss("the city is wrong", [c], spans={c: [(6, 10)]})
-    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama))
+    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama), "Rome")
     origin, blend = get_blame_method("gbc:max_l1:targeted:origin"), get_blame_method("gbc:max_l1:targeted:blend")
     assert origin(BlameContext(t, loss, sc))[0].agent == "registry"
     ctx = BlameContext(t, loss, sc)
@@ -355,3 +363,38 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
     assert blend(BlameContext(t, loss, sc))[0].agent == "B"
     sc.lure = 0.5  # lighter or not, the registry is followed by origin: B holds it only as a string
     assert origin(BlameContext(t, loss, sc))[0].agent == "registry"
+
+
+def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tiny_llama):
+    """lookup -> A -> B -> C, and a registry tool that C also reads. B invented the wrong distance
+    ("7 km"; the lookup says 17 km), C rewrote it in metres ("7000 m"), and the registry holds the
+    same key's true value, which the gradient at C weighs most. Where C rewrote the value no source
+    holds "7000 m": ``origin`` goes into the heaviest source, the registry, finds nothing changed
+    above C and blames C, the faithful rewriter. ``blend`` follows every source that states the key
+    (the registry, then B) and takes the walk that ends where the text was invented: B. On the way it
+    reads values whole: "7 km" is not held by A's "17 km" (a substring match would walk on past B)."""
+    from transformers import AutoTokenizer
+
+    from agentgrad.blame.walk import _occurs
+
+    assert _occurs("dist: 17 km", "7 km") == [(7, 11)] and _occurs("dist: 17 km", "7 km", whole=True) == []
+    assert _occurs("a cat. cats", "cat", whole=True) == [(2, 5)] and _occurs("(7 km)", "7 km", whole=True) == [(1, 5)]
+
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="dist: 17 km")).id
+    registry = t.add(Node(id=-1, kind="tool", name="registry", text="dist: 17 km")).id
+    a = _call(t, "A", [lookup], "dist: 17 km")
+    b = _call(t, "B", [a], "dist: 7 km")  # invented
+    c = _call(t, "C", [b, registry], "dist: 7000 m")  # rewritten in metres, as its prompt asks
+    d = _call(t, "D", [c], "dist: 7000 m")
+    loss = VerbalLoss("the distance is wrong", [d], spans={d: [(6, 12)]})
+    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama), "17 km")
+    origin, blend = get_blame_method("gbc:max_l1:targeted:origin"), get_blame_method("gbc:max_l1:targeted:blend")
+    assert origin(BlameContext(t, loss, sc))[0].agent == "C"
+    ctx = BlameContext(t, loss, sc)
+    assert blend(ctx)[0].agent == "B"
+    assert ctx.walked == {d: [c], c: [b]}  # the chosen walk's edges: into B, not the registry
+    # with B's value no longer invented (as likely as a rewrite), the walk that changed the text is still B's
+    sc.output_logprobs = lambda node: IdealScorer.output_logprobs(sc, node)
+    assert blend(BlameContext(t, loss, sc))[0].agent == "B"
+    assert origin(BlameContext(t, loss, sc))[0].agent == "C"

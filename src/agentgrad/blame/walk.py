@@ -51,13 +51,16 @@ Rules (what a walk from a loss blames):
   (``docs/blame-benchmarks.md``).
 - ``blend``: ``origin`` with the string test added: a source carries the followed text when the
   gradient says so (the ``carry`` test) **or** its text holds it verbatim (as the same key's value,
-  as the ``carry`` test reads keys), wherever its gradient peaks; where several sources carry it (a
-  value one call invented and another source holds innocently, as the true value of another fact),
-  each is followed and the heaviest whose walk ends where the text was invented is taken (a walk
-  that ends at a tool or an input with the text unchanged found an innocent holder); with none,
-  the heaviest. Where no source holds the text (rewritten on the way), it is ``origin``: the
-  gradient chooses. At most ``FORKS`` sub-walks per blame. Nothing new is tuned: the threshold is
-  ``origin``'s.
+  as the ``carry`` test reads keys; whole: ``7 km`` is not in ``17 km``), wherever its gradient
+  peaks; where several sources carry it (a value one call invented and another source holds
+  innocently, as the true value of another fact), each is followed and the heaviest whose walk
+  ends where the text was invented is taken; with none, the heaviest whose walk found the text
+  changed above (a walk that reaches a tool or an input with the text unchanged found an innocent
+  holder); with none, the heaviest (:func:`_fork`). Where no source holds the text (rewritten on
+  the way) and it is the value of a key that sources state, those sources are the ones it was
+  rewritten from: each is followed on its value of the key, and one is taken the same way. Off a
+  ``key: value`` line it is ``origin``: the gradient chooses. At most ``FORKS`` sub-walks per
+  blame. Nothing new is tuned: the threshold is ``origin``'s.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
 chain) and pass through a tool result to the call that asked for it (the structural edge);
@@ -124,10 +127,15 @@ def root_paths(parents: dict[int, list[int]], targets: list[int], max_paths: int
 
 
 # --- from a loss -----------------------------------------------------------------------------------
-def _occurs(text: str, needle: str) -> list[tuple[int, int]]:
+def _occurs(text: str, needle: str, whole: bool = False) -> list[tuple[int, int]]:
+    """Where ``needle`` occurs in ``text``; ``whole``: only where it is not part of a longer word or
+    number (``7 km`` does not occur in ``17 km``, nor ``cat`` in ``cats``)."""
     out, at = [], text.find(needle)
     while at >= 0 and needle:
-        out.append((at, at + len(needle)))
+        end = at + len(needle)
+        if not whole or not ((at > 0 and needle[0].isalnum() and text[at - 1].isalnum())
+                             or (end < len(text) and needle[-1].isalnum() and text[end].isalnum())):
+            out.append((at, end))
         at = text.find(needle, at + 1)
     return out
 
@@ -163,7 +171,8 @@ def _cue_before(text: str, end: int, start: int) -> bool:
     return end <= start and (not gap.strip() or _KEY_GAP.fullmatch(gap) is not None)
 
 
-def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None) -> tuple[int, int] | None:
+def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None,
+             whole: bool = False) -> tuple[int, int] | None:
     """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
     in or is the cue right before (:func:`_cue_before`; character range in that text), or None when
     it is neither for any occurrence. With ``key`` (the key whose value ``wrong`` is at the call),
@@ -181,7 +190,7 @@ def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None) 
             # inside an occurrence, or the cue right before it: a copying model retrieves the content
             # by its key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits
             # "museum:" into "museum" and ":", so the key is not the token next to the value)
-            return next(((oa, ob) for oa, ob in _held(text, wrong, key)
+            return next(((oa, ob) for oa, ob in _held(text, wrong, key, whole)
                          if (oa <= lo and hi <= ob) or _cue_before(text, hi, oa)), None)
     return None
 
@@ -261,11 +270,17 @@ def _line_key(text: str, start: int, end: int) -> tuple[str, int, str] | None:
 
 def _key_value(text: str, key: str) -> str | None:
     """The value of ``key`` on the last ``key: value`` line of ``text`` that states it, or None."""
+    found = _key_span(text, key)
+    return text[found[0]:found[1]] if found is not None else None
+
+
+def _key_span(text: str, key: str) -> tuple[int, int] | None:
+    """Where (characters of ``text``) the value of ``key`` on the last line that states it lies, or None."""
     found, at = None, 0
     for line in text.split("\n"):
         k = _line_key(text, at, at + len(line))
         if k is not None and k[0] == key:
-            found = k[2]
+            found = (k[1], k[1] + len(k[2]))
         at += len(line) + 1
     return found
 
@@ -281,10 +296,11 @@ def _key_at(text: str, region: Any) -> str | None:
     return line[0] if line is not None and line[1] <= a and b <= (len(text) if end < 0 else end) and line[0] else None
 
 
-def _held(text: str, needle: str, key: str | None) -> list[tuple[int, int]]:
+def _held(text: str, needle: str, key: str | None, whole: bool = False) -> list[tuple[int, int]]:
     """The occurrences of ``needle`` in ``text``; with a ``key``, those that are that key's value on a
-    ``key: value`` line (another key's value that reads the same is another fact)."""
-    return [o for o in _occurs(text, needle) if key is None or _key_at(text, (o,)) == key]
+    ``key: value`` line (another key's value that reads the same is another fact); ``whole``: not
+    part of a longer word or number (:func:`_occurs`)."""
+    return [o for o in _occurs(text, needle, whole) if key is None or _key_at(text, (o,)) == key]
 
 
 def _fact_key(ctx: Any, node: int, region: Any, sources: Any) -> str | None:
@@ -361,7 +377,9 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             strings: bool = False) -> tuple[list[int], list[int], bool]:
     """The walk of :func:`walk_follow` from ``node`` up: ``(path, root first, ending at node; the
     changes, in walk order; whether it ended at an invention)``. ``forks``: the sub-walks left;
-    ``strings``: a source holding the followed text verbatim carries it, wherever its gradient peaks."""
+    ``strings`` (``blend``): a source holding the followed text verbatim (as a whole value) carries
+    it, wherever its gradient peaks, and where the text changed at a call whose followed text is a
+    key's value, the sources that state that key are the ones rewritten (:func:`_fork` among them)."""
     path, changed = [node], []
     while ctx.trace.nodes[node].kind == "call":
         att = ctx.attribute(node, region)
@@ -371,12 +389,14 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
         text = ctx.trace.nodes[node].text
         followed = text[min(a for a, _ in region):max(b for _, b in region)] if region else ""
         key = _fact_key(ctx, node, region, atts) if followed.strip() else None
-        carried = {s: _carried(ctx, a, node, followed, key) for s, a in atts.items()} if followed.strip() else {}
+        carried = ({s: _carried(ctx, a, node, followed, key, strings) for s, a in atts.items()}
+                   if followed.strip() else {})
         if strings and followed.strip():
-            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key)),
-                                                               None)
+            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key,
+                                                                          True)), None)
                        for s, where in carried.items()}
         pool = [s for s in atts if carried.get(s) is not None]
+        several = len(pool) > 1  # several sources carry it verbatim: each is followed (``blend``)
         if not pool:  # the followed text changed here: rewritten from a source, or introduced
             surprise = surprisal(ctx, node, att, region) if followed.strip() else None
             if surprise is None or surprise > SUPPORTED:
@@ -384,21 +404,13 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             if invented is not None and surprise is not None and surprise > invented:
                 return path, changed, True  # invented here: what lies above is unrelated to it
             pool = list(atts)
-        elif len(pool) > 1 and forks[0] > 0:  # several sources carry it verbatim: follow each
-            ranked = strongest(pool, lambda s: atts[s].weights[weight], len(pool), rng)
-            walked, tried = dict(ctx.walked), []
-            for s in ranked:
-                if forks[0] <= 0:
-                    break
-                forks[0] -= 1
-                ctx.walked = dict(walked)
-                ctx.walked[node] = [s]
-                sub = _follow(ctx, s, (carried[s],), (*below, *path), weight, objective, rng, invented, forks,
-                              strings)
-                tried.append((sub, ctx.walked))
-                if sub[2]:
-                    break
-            (up, more, found), ctx.walked = next((t for t in tried if t[0][2]), tried[0])
+            if strings and key is not None:  # a key's value rewritten: from a source that states the key
+                carried = {s: _key_span(ctx.trace.nodes[s].text, key) for s in atts}
+                pool = [s for s in atts if carried[s] is not None]
+                several = len(pool) > 1
+        if several and forks[0] > 0:
+            up, more, found = _fork(ctx, node, pool, carried, atts, (*below, *path), weight, objective, rng,
+                                    invented, forks, strings)
             return up + path, changed + more, found
         best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
         if not best:
@@ -414,6 +426,30 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             region = (where,) if where is not None else None
         node = best
     return path, changed, False
+
+
+def _fork(ctx: Any, node: int, pool: list[int], where: dict[int, Any], atts: dict[int, Any], below: tuple[int, ...],
+          weight: str, objective: str, rng: random.Random, invented: float | None, forks: list[int],
+          strings: bool) -> tuple[list[int], list[int], bool]:
+    """Follow each of ``pool`` from ``node`` (heaviest first, while sub-walks are left), each on the text
+    ``where`` says it holds; the heaviest whose walk ends where the text was invented is taken, else
+    the heaviest in which the text changed somewhere (a walk that reaches a tool or an input with the
+    text unchanged found an innocent holder), else the heaviest."""
+    ranked = strongest(pool, lambda s: atts[s].weights[weight], len(pool), rng)
+    walked, tried = dict(ctx.walked), []
+    for s in ranked:
+        if forks[0] <= 0:
+            break
+        forks[0] -= 1
+        ctx.walked = dict(walked)
+        ctx.walked[node] = [s]
+        sub = _follow(ctx, s, (where[s],), below, weight, objective, rng, invented, forks, strings)
+        tried.append((sub, ctx.walked))
+        if sub[2]:
+            break
+    (up, more, found), ctx.walked = next((t for t in tried if t[0][2]),
+                                         next((t for t in tried if t[0][1]), tried[0]))
+    return up, more, found
 
 
 def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
