@@ -153,8 +153,10 @@ def main() -> None:
     pairs = [tuple(x.split(",")) for x in a.pair]
     if any(len(p) != 2 or not all(p) for p in pairs):
         sys.exit("blame_table: --pair takes two method names joined by a comma: --pair A,B")
-    if a.join_suffix and not a.join:
-        sys.exit("blame_table: --join-suffix names the methods of --join files: give one with --join")
+    if a.join_suffix and len(a.join) != 1:
+        sys.exit("blame_table: --join-suffix names the methods of one --join file: give exactly one --join")
+    if "," in a.join_suffix:
+        sys.exit("blame_table: --join-suffix cannot hold a comma (--pair A,B could not name its methods)")
     if a.join and a.metrics.suffix != ".jsonl":
         sys.exit("blame_table: --join adds to kept records: give a records.jsonl (write one with --keep)")
     try:

@@ -639,5 +639,9 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert any(x.startswith("| `provenance@old` | 1.00 | 0.50 | 0.75 [") for x in suffixed.stdout.splitlines())
     line = next(x for x in suffixed.stdout.splitlines() if x.startswith("| transformed |"))
     assert line.startswith("| transformed | -0.50 [") and "(0 won, 2 lost, p 0.50; n 4)" in line
+    assert line.endswith("| -1.00 (0/2) | +0.00 (0/0) | - | - |")
     alone = subprocess.run([sys.executable, str(script), str(kept), "--join-suffix", "old"], capture_output=True, text=True)
-    assert alone.returncode == 1 and "--join-suffix names the methods of --join files" in alone.stderr
+    assert alone.returncode == 1 and "--join-suffix names the methods of one --join file" in alone.stderr
+    comma = subprocess.run([sys.executable, str(script), str(kept), "--join", str(before), "--join-suffix", "a,b"],
+                           capture_output=True, text=True)
+    assert comma.returncode == 1 and "cannot hold a comma" in comma.stderr and "Traceback" not in comma.stderr

@@ -379,6 +379,8 @@ def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tin
 
     assert _occurs("dist: 17 km", "7 km") == [(7, 11)] and _occurs("dist: 17 km", "7 km", whole=True) == []
     assert _occurs("a cat. cats", "cat", whole=True) == [(2, 5)] and _occurs("(7 km)", "7 km", whole=True) == [(1, 5)]
+    assert _occurs("dist: 1.7 km", "7 km", whole=True) == [] and _occurs("x 3,700 m", "700 m", whole=True) == []
+    assert _occurs("7.5 and 7, 8", "7", whole=True) == [(8, 9)] and _occurs("is 0.5", ".5", whole=True) == []
 
     t = Trace()
     lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="dist: 17 km")).id
@@ -398,3 +400,10 @@ def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tin
     sc.output_logprobs = lambda node: IdealScorer.output_logprobs(sc, node)
     assert blend(BlameContext(t, loss, sc))[0].agent == "B"
     assert origin(BlameContext(t, loss, sc))[0].agent == "C"
+    # the registry states the key with no value ('dist: ""'), still the heaviest source at C: B is the one
+    # source with a value for the key, followed without a fork
+    t.nodes[registry].text = 'dist: ""'
+    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama), '""')
+    assert origin(BlameContext(t, loss, sc))[0].agent == "C"
+    ctx = BlameContext(t, loss, sc)
+    assert blend(ctx)[0].agent == "B" and ctx.walked == {d: [c], c: [b]}

@@ -129,15 +129,28 @@ def root_paths(parents: dict[int, list[int]], targets: list[int], max_paths: int
 # --- from a loss -----------------------------------------------------------------------------------
 def _occurs(text: str, needle: str, whole: bool = False) -> list[tuple[int, int]]:
     """Where ``needle`` occurs in ``text``; ``whole``: only where it is not part of a longer word or
-    number (``7 km`` does not occur in ``17 km``, nor ``cat`` in ``cats``)."""
+    number (``7 km`` does not occur in ``17 km`` or ``1.7 km``, nor ``cat`` in ``cats``)."""
     out, at = [], text.find(needle)
     while at >= 0 and needle:
         end = at + len(needle)
-        if not whole or not ((at > 0 and needle[0].isalnum() and text[at - 1].isalnum())
-                             or (end < len(text) and needle[-1].isalnum() and text[end].isalnum())):
+        if not whole or not (_joined(text[:at], needle) or _joined(text[end:][::-1], needle[::-1])):
             out.append((at, end))
         at = text.find(needle, at + 1)
     return out
+
+
+def _joined(before: str, needle: str) -> bool:
+    """Whether ``needle`` placed right after ``before`` continues a word or number there: a letter or
+    digit on both sides, or a digit, a decimal point or comma and a digit across the edge (``1.|7``,
+    ``7|.5``). Read backwards for the needle's end."""
+    if not before:
+        return False
+    a, b = before[-1], needle[0]
+    if a.isalnum() and b.isalnum():
+        return True
+    if a in ".," and b.isdigit():
+        return len(before) > 1 and before[-2].isdigit()
+    return b in ".," and a.isdigit() and len(needle) > 1 and needle[1].isdigit()
 
 
 def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], ...] | None:
@@ -356,9 +369,10 @@ def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
     """The ``follow`` rule (module docstring): the gradient chooses the path, the earliest change the
     step. ``invented`` (the ``origin`` rule): a change whose followed text is that surprising (mean
     -log p) ends the walk there and is blamed. ``blend`` (the ``blend`` rule): a source that holds
-    the followed text verbatim carries it too, and where several carry it each is followed (at most
-    ``FORKS`` walks in all) and the heaviest whose walk ends where the text was invented is taken;
-    with none, the heaviest."""
+    the followed text verbatim (whole) carries it too; where the text changed at a call and is the
+    value of a key that sources state, the sources stating it (with a value) are the only
+    candidates, each followed on its value; where several carry it or state the key, each is
+    followed (at most ``FORKS`` walks in all) and taken as :func:`_fork` says."""
     region = tuple(ctx.loss.spans.get(ctx.target, [])) if objective == "targeted" else None
     path, changed, _ = _follow(ctx, ctx.target, region, (), weight, objective, rng, invented,
                                [FORKS if blend else 0], blend)
@@ -405,9 +419,11 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
                 return path, changed, True  # invented here: what lies above is unrelated to it
             pool = list(atts)
             if strings and key is not None:  # a key's value rewritten: from a source that states the key
-                carried = {s: _key_span(ctx.trace.nodes[s].text, key) for s in atts}
-                pool = [s for s in atts if carried[s] is not None]
-                several = len(pool) > 1
+                spans = {s: _key_span(ctx.trace.nodes[s].text, key) for s in atts}
+                held = {s: w for s, w in spans.items() if w is not None and w[1] > w[0]}
+                if held:
+                    carried, pool = held, list(held)
+                    several = len(pool) > 1
         if several and forks[0] > 0:
             up, more, found = _fork(ctx, node, pool, carried, atts, (*below, *path), weight, objective, rng,
                                     invented, forks, strings)
