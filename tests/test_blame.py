@@ -276,6 +276,14 @@ def test_cli_bench_blame_and_errors(tiny_llama, tmp_path):
     m = json.loads((tmp_path / "F" / "metrics.json").read_text())
     assert m["episodes"] == 8 and m["groups"]["all"]["provenance:key"]["agent_top1"]["value"] == 1.0
     assert m["groups"]["all"]["provenance"]["agent_top1"]["value"] < 0.5  # the rewritten text is nowhere upstream
+    # misroutes: the key walk blames the worker that answered "unknown"; counting the call that first
+    # states the key as a change (``:root``) blames the router. The name is printed as it is (no emoji)
+    rc, out, err = cli("bench", "blame", "--out", tmp_path / "G", "--scorer", "none", "--episodes", "3",
+                       "--faults", "misroute", "--methods", "provenance:key,provenance:key:root")
+    assert rc == 0, err
+    g = json.loads((tmp_path / "G" / "metrics.json").read_text())["groups"]["all"]
+    assert g["provenance:key"]["agent_top1"]["value"] == 0.0 and g["provenance:key:root"]["agent_top1"]["value"] == 1.0
+    assert "provenance:key:root" in out and "\N{KEY}" not in out
     # the same episodes in prose: the key walk has no key to read, and falls back to the string walk
     rc, out, err = cli("bench", "blame", "--out", tmp_path / "P", "--scorer", "none", "--episodes", "2", "--style",
                        "prose", "--faults", "transformed,misroute", "--methods", "provenance,provenance:key")

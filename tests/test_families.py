@@ -207,6 +207,15 @@ def test_key_provenance_by_hand():
     loss4 = VerbalLoss("x", [r], spans={r: [(12, 16)]})
     assert keyp(BlameContext(t3, loss4))[0].agent == prov(BlameContext(t3, loss4))[0].agent == "lookup"
     assert keyp(BlameContext(t3, VerbalLoss("x", [r])))[0].agent == "R"
+    # a misroute: manager M routes the drink to worker B (``drink: ask B``), whose lookup lacks it; B
+    # answers ``unknown``. The key walk blames B, the first change it sees; with ``root`` the call that
+    # first states the key (none of its sources does) is a change too, and the earliest: M
+    t5, loss5 = _misrouted()
+    root = get_blame_method("provenance:key:root")
+    assert keyp(BlameContext(t5, loss5))[0].agent == "B"
+    assert [(x.agent, x.score) for x in root(BlameContext(t5, loss5))] == [("M", 1.0), ("R", 0.5), ("B", 0.25)]
+    # where the key's path starts at a tool or the task, ``root`` is the key walk (B's wrong time above)
+    assert [x.agent for x in root(BlameContext(t, loss))] == [x.agent for x in keyp(BlameContext(t, loss))]
 
 
 @pytest.mark.parametrize("topology, fault", [c for c in CELLS if c[1] != "ignored"] +
@@ -342,7 +351,8 @@ def test_blend_follows_every_holder_and_takes_the_one_where_the_text_was_invente
     assert origin(BlameContext(t, loss, sc))[0].agent == "registry"
     ctx = BlameContext(t, loss, sc)
     assert blend(ctx)[0].agent == "B"
-    assert ctx.walked == {c: [b]}  # the edges kept are the chosen walk's (it ends at B), not the registry's
+    # the edges kept are the chosen walk's (through B, on by its key to the lookup), not the registry's
+    assert ctx.walked == {c: [b], b: [a], a: [lookup]}
     sc.lure = 0.5  # the registry now the lighter holder: origin follows B too, and blend agrees
     assert origin(BlameContext(t, loss, sc))[0].agent == blend(BlameContext(t, loss, sc))[0].agent == "B"
     # "Rome" as the registry's *town*: another key's value is another fact, whatever the gradient
@@ -395,7 +405,7 @@ def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tin
     assert origin(BlameContext(t, loss, sc))[0].agent == "C"
     ctx = BlameContext(t, loss, sc)
     assert blend(ctx)[0].agent == "B"
-    assert ctx.walked == {d: [c], c: [b]}  # the chosen walk's edges: into B, not the registry
+    assert ctx.walked == {d: [c], c: [b], b: [a], a: [lookup]}  # the chosen walk's edges: into B, not the registry
     # with B's value no longer invented (as likely as a rewrite), the walk that changed the text is still B's
     sc.output_logprobs = lambda node: IdealScorer.output_logprobs(sc, node)
     assert blend(BlameContext(t, loss, sc))[0].agent == "B"
@@ -406,4 +416,44 @@ def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tin
     sc = Lured(AutoTokenizer.from_pretrained(tiny_llama), '""')
     assert origin(BlameContext(t, loss, sc))[0].agent == "C"
     ctx = BlameContext(t, loss, sc)
-    assert blend(ctx)[0].agent == "B" and ctx.walked == {d: [c], c: [b]}
+    assert blend(ctx)[0].agent == "B" and ctx.walked == {d: [c], c: [b], b: [a], a: [lookup]}
+
+
+def _misrouted() -> tuple[Trace, VerbalLoss]:
+    """task (0) -> manager M (1, ``drink: ask B``) -> worker B (3, also reading its lookup 2, which
+    lacks the drink: ``drink: unknown``) -> responder R (4, copies it); the loss marks R's value."""
+    t = Trace()
+    task = t.add(Node(id=-1, kind="input", name="task", text="request: drink")).id
+    m = _call(t, "M", [task], "drink: ask B")
+    b = _call(t, "B", [m, t.add(Node(id=-1, kind="tool", name="lookup_B", text="food: rice")).id], "drink: unknown")
+    r = _call(t, "R", [b], "drink: unknown")
+    assert (task, m, b, r) == (0, 1, 3, 4)
+    return t, VerbalLoss("the drink is missing", [r], spans={r: [(7, 14)]})
+
+
+def test_blend_walks_on_past_an_invention_where_a_source_states_the_key(tiny_llama):
+    """A misroute: the task asks for the drink, the manager M routes it to worker B (``drink: ask B``),
+    whose lookup lacks it, so B answers ``drink: unknown`` (surprising: above ``INVENTED``) and the
+    responder R copies that. ``origin`` stops at B's invention and blames B, which only answered what
+    it was asked; ``blend`` follows the source that states the key, M, on its value (``ask B``, a
+    change: nothing above states it) and blames the earliest change, M. Where instead A told B the
+    drink (``drink: tea``, copied from A's lookup: no change above), B is blamed, as before."""
+    from transformers import AutoTokenizer
+
+    t, loss = _misrouted()
+    task, m, _, b, r = range(5)
+    sc = Lured(AutoTokenizer.from_pretrained(tiny_llama), "none")
+    origin, blend = get_blame_method("gbc:max_l1:targeted:origin"), get_blame_method("gbc:max_l1:targeted:blend")
+    assert origin(BlameContext(t, loss, sc))[0].agent == "B"
+    ctx = BlameContext(t, loss, sc)
+    assert [x.agent for x in blend(ctx)[:2]] == ["M", "R"] and ctx.walked == {r: [b], b: [m], m: [task]}
+    # an omitted value: A told B the drink; B's "unknown" is invented, and nothing changed above it
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="drink: tea")).id
+    a = _call(t, "A", [lookup], "drink: tea")
+    b = _call(t, "B", [a], "drink: unknown")
+    r = _call(t, "R", [b], "drink: unknown")
+    loss = VerbalLoss("the drink is missing", [r], spans={r: [(7, 14)]})
+    ctx = BlameContext(t, loss, sc)
+    assert blend(ctx)[0].agent == "B" and ctx.walked == {r: [b], b: [a], a: [lookup]}
+    assert origin(BlameContext(t, loss, sc))[0].agent == "B"

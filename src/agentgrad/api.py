@@ -131,4 +131,4 @@ def optimize(config: str | Path, out: str | Path, resume: bool = False, models: 
     from agentgrad.optim.run import run_optimize
 
     return run_optimize(Path(config), Path(out), resume=resume, overrides=models or [], method=method,
-                        console=console or Console())
+                        console=console or Console(emoji=False))

@@ -27,7 +27,8 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   blame figure stands beside: a method that does not beat it has found nothing the text did not say;
   ``provenance:key`` (:func:`key_provenance`) follows the *key* of the wrong value's ``key: value``
   line instead of its text, and blames where that key's value first changed: what a string method
-  can do on a log of ``key: value`` lines even where the value was rewritten;
+  can do on a log of ``key: value`` lines even where the value was rewritten; ``provenance:key:root``
+  also counts the call that first states the key (none of its sources does) as a change;
 - controls: ``random`` (a uniform upstream call or tool), ``all`` (every upstream call and tool,
   tied; it walks every edge), ``last`` (where the loss is attached);
 - trivial priors (:mod:`agentgrad.blame.priors`): ``first`` (the first step), ``most_active`` (the
@@ -132,7 +133,7 @@ def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
 
 
-def key_provenance(ctx: BlameContext) -> list[Blame]:
+def key_provenance(ctx: BlameContext, root: bool = False) -> list[Blame]:
     """Key provenance, no model: follow the key of the wrong value's line, and blame where its value changed.
 
     The text the loss names as wrong (its span in the failing output) lies on a ``key: value`` line;
@@ -145,7 +146,10 @@ def key_provenance(ctx: BlameContext) -> list[Blame]:
     from a wrong value, so on a log where the value is rewritten it blames the earliest rewrite.
     Where the wrong text is on no ``key: value`` line it is :func:`provenance`. This is how far a
     string method goes on the planted-fault benchmark's logs, whose messages are ``key: value``
-    lines; on free text it has no key to follow.
+    lines; on free text it has no key to follow. ``root`` (``provenance:key:root``): a call at the
+    root of the path (it states the key, and none of its sources does) introduced the value, and
+    counts as its first change (a manager routing a key, ``drink: ask B``, to a worker that answers
+    ``unknown``: the manager is blamed, not the worker).
     """
     wrong = ctx.wrong_text()
     node = ctx.target
@@ -170,6 +174,8 @@ def key_provenance(ctx: BlameContext) -> list[Blame]:
         ctx.walked[path[0]] = [node]
         path.insert(0, node)
     changed = [n for prev, n in zip(path, path[1:]) if values[n] != values[prev] and nodes[n].kind == "call"]
+    if root and nodes[path[0]].kind == "call":
+        changed.insert(0, path[0])
     blamable = [n for n in path if nodes[n].kind in ("call", "tool")]
     first = changed[0] if changed else blamable[0]
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1))
@@ -251,6 +257,7 @@ def _builtins() -> None:
     register("provenance", provenance)
     register("provenance:earliest", lambda c: provenance(c, earliest=True))
     register("provenance:key", key_provenance)
+    register("provenance:key:root", lambda c: key_provenance(c, root=True))
     for name, fn in prior_methods().items():  # first, most_active, position:F (blame/priors.py)
         register(name, fn)
     register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])

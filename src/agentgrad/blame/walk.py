@@ -54,13 +54,18 @@ Rules (what a walk from a loss blames):
   as the ``carry`` test reads keys; whole: ``7 km`` is not in ``17 km``), wherever its gradient
   peaks; where several sources carry it (a value one call invented and another source holds
   innocently, as the true value of another fact), each is followed and the heaviest whose walk
-  ends where the text was invented is taken; with none, the heaviest whose walk found the text
+  meets a call where the text was invented is taken; with none, the heaviest whose walk found the text
   changed above (a walk that reaches a tool or an input with the text unchanged found an innocent
   holder); with none, the heaviest (:func:`_fork`). Where no source holds the text (rewritten on
   the way) and it is the value of a key that sources state, those sources are the ones it was
-  rewritten from: each is followed on its value of the key, and one is taken the same way. Off a
-  ``key: value`` line it is ``origin``: the gradient chooses. At most ``FORKS`` sub-walks per
-  blame. Nothing new is tuned: the threshold is ``origin``'s.
+  rewritten from: each is followed on its value of the key, and one is taken the same way. Such a
+  key's value invented at a call does not end the walk there either: the sources stating the key
+  are followed on by their value, and the earliest change is blamed (a worker answering ``unknown``
+  for a key that was routed to it by mistake, and that its lookup lacks, only answered what it was
+  asked: the routing above changed the text first; a value made up while its source stated the true
+  one has no change above it, and is blamed). Off a ``key: value`` line it is ``origin``: the
+  gradient chooses. At most ``FORKS`` sub-walks per blame. Nothing new is tuned: the threshold is
+  ``origin``'s.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
 chain) and pass through a tool result to the call that asked for it (the structural edge);
@@ -371,8 +376,8 @@ def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
     -log p) ends the walk there and is blamed. ``blend`` (the ``blend`` rule): a source that holds
     the followed text verbatim (whole) carries it too; where the text changed at a call and is the
     value of a key that sources state, the sources stating it (with a value) are the only
-    candidates, each followed on its value; where several carry it or state the key, each is
-    followed (at most ``FORKS`` walks in all) and taken as :func:`_fork` says."""
+    candidates, each followed on its value, even past an invention; where several carry it or state
+    the key, each is followed (at most ``FORKS`` walks in all) and taken as :func:`_fork` says."""
     region = tuple(ctx.loss.spans.get(ctx.target, [])) if objective == "targeted" else None
     path, changed, _ = _follow(ctx, ctx.target, region, (), weight, objective, rng, invented,
                                [FORKS if blend else 0], blend)
@@ -390,11 +395,12 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             rng: random.Random, invented: float | None, forks: list[int],
             strings: bool = False) -> tuple[list[int], list[int], bool]:
     """The walk of :func:`walk_follow` from ``node`` up: ``(path, root first, ending at node; the
-    changes, in walk order; whether it ended at an invention)``. ``forks``: the sub-walks left;
+    changes, in walk order; whether it met a call where the text was invented)``. ``forks``: the sub-walks left;
     ``strings`` (``blend``): a source holding the followed text verbatim (as a whole value) carries
     it, wherever its gradient peaks, and where the text changed at a call whose followed text is a
-    key's value, the sources that state that key are the ones rewritten (:func:`_fork` among them)."""
-    path, changed = [node], []
+    key's value, the sources that state that key are the ones rewritten (:func:`_fork` among them),
+    invented or not (an invention then ends the walk only off a key stated above)."""
+    path, changed, invention = [node], [], False
     while ctx.trace.nodes[node].kind == "call":
         att = ctx.attribute(node, region)
         if not att.sources or att.skipped:
@@ -415,19 +421,25 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             surprise = surprisal(ctx, node, att, region) if followed.strip() else None
             if surprise is None or surprise > SUPPORTED:
                 changed.append(node)
-            if invented is not None and surprise is not None and surprise > invented:
-                return path, changed, True  # invented here: what lies above is unrelated to it
-            pool = list(atts)
+            held: dict[int, tuple[int, int]] = {}
             if strings and key is not None:  # a key's value rewritten: from a source that states the key
                 spans = {s: _key_span(ctx.trace.nodes[s].text, key) for s in atts}
                 held = {s: w for s, w in spans.items() if w is not None and w[1] > w[0]}
-                if held:
-                    carried, pool = held, list(held)
-                    several = len(pool) > 1
+            if invented is not None and surprise is not None and surprise > invented:
+                if not held:
+                    return path, changed, True  # invented here: what lies above is unrelated to it
+                # ``blend``: a key's value made up here, or told by a source that states the key
+                # otherwise (a worker answering ``unknown`` to a question routed to it): its holders
+                # are followed on by key, and the earliest change is blamed
+                invention = True
+            pool = list(atts)
+            if held:
+                carried, pool = held, list(held)
+                several = len(pool) > 1
         if several and forks[0] > 0:
             up, more, found = _fork(ctx, node, pool, carried, atts, (*below, *path), weight, objective, rng,
                                     invented, forks, strings)
-            return up + path, changed + more, found
+            return up + path, changed + more, found or invention
         best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
         if not best:
             break
@@ -441,14 +453,14 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
                 where = _unit(ctx.trace.nodes[best].text, top) if top is not None else None
             region = (where,) if where is not None else None
         node = best
-    return path, changed, False
+    return path, changed, invention
 
 
 def _fork(ctx: Any, node: int, pool: list[int], where: dict[int, Any], atts: dict[int, Any], below: tuple[int, ...],
           weight: str, objective: str, rng: random.Random, invented: float | None, forks: list[int],
           strings: bool) -> tuple[list[int], list[int], bool]:
     """Follow each of ``pool`` from ``node`` (heaviest first, while sub-walks are left), each on the text
-    ``where`` says it holds; the heaviest whose walk ends where the text was invented is taken, else
+    ``where`` says it holds; the heaviest whose walk meets a call where the text was invented is taken, else
     the heaviest in which the text changed somewhere (a walk that reaches a tool or an input with the
     text unchanged found an innocent holder), else the heaviest."""
     ranked = strongest(pool, lambda s: atts[s].weights[weight], len(pool), rng)

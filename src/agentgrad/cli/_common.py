@@ -13,8 +13,8 @@ from rich.table import Table
 from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.errors import ConfigError
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False)  # a method name such as provenance:key:root is no emoji code
+err_console = Console(stderr=True, emoji=False)
 
 app = typer.Typer(
     name="agentgrad",

@@ -98,7 +98,7 @@ def _print_wide(table: Table) -> None:
     """A table wide enough for every column, also when the output is a log file (80 columns by default)."""
     from rich.console import Console
 
-    Console(width=max(console.width, 150)).print(table)
+    Console(width=max(console.width, 150), emoji=False).print(table)
 
 
 def _methods_table(title: str, columns: list[str]) -> Table:

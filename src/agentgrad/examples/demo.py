@@ -28,7 +28,7 @@ def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume:
 
     from agentgrad.runs.rundir import check_run_dir
 
-    console = console or Console()
+    console = console or Console(emoji=False)
     check_run_dir(out, resume)  # a bad --out is one line, before the banner
     example = PIPELINE if tiny else LOOKUP
     overrides = [f"default={model}"] if model else (["default=tiny"] if tiny else [])

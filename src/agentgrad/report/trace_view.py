@@ -66,7 +66,7 @@ def render_node(node: Node, max_chars: int = 2000) -> Panel:
 
 
 def show_trace(trace: Trace, console: Console | None = None, max_chars: int = 2000) -> None:
-    console = console or Console()
+    console = console or Console(emoji=False)
     calls = trace.calls()
     console.print(
         f"[bold]trace {trace.id or '(no id)'}[/bold]: {len(trace)} nodes, {len(calls)} calls, "
