@@ -64,7 +64,8 @@ def blame_command(
                   f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
     table = Table(title="blame (best first)")
-    for col in ("method", "blamed", "node", "score", "prompts to repair", "next"):
+    table.add_column("method", no_wrap=True)  # a method's name whole (the other columns wrap)
+    for col in ("blamed", "node", "score", "prompts to repair", "next"):
         table.add_column(col)
     for r in tb.rows():
         table.add_row(r["method"], str(r["agent"] or "-"), f"n{r['node']} {r['kind']}" if r["node"] is not None else "-",
