@@ -208,6 +208,16 @@ def main() -> None:
                 print(f"By |gradient x input|: {t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, "
                       f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
                       f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
+        con = m.get("token_by_group", {}).get(f"fault={fault}", {}).get("contrast")
+        if con:  # the span against the loss's expected answer, paired with the targeted objective per score
+            vs = con.get("vs_targeted", {})
+            for name, t, d in (("L1", con, vs.get("l1")), ("|gradient x input|", con.get("abs_gxi"), vs.get("abs_gxi"))):
+                if t:
+                    print(f"Token hit@1, contrast objective (the span against the loss's expected answer), by {name}: "
+                          f"{t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, {t['hit1']['ci95'][1]:.2f}], "
+                          f"mass {t['mass']:.2f}, n {t['n']}" + (
+                              f"; against targeted {d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
+                              f"({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})" if d else ""))
         print()
     if pairs:
         try:

@@ -497,6 +497,9 @@ def test_bench_resume_reads_back_finished_episodes(tiny_llama, tmp_path):
     ep1 = json.loads((out / "episodes" / "chain-tool-1.json").read_text())["methods"]["last"]["agent_top1"]
     assert again["groups"]["all"]["last"]["agent_top1"]["value"] == pytest.approx((0.25 + ep1) / 2)
     assert again["groups"]["all"]["random"] == first["groups"]["all"]["random"]
+    # a real scorer's record keeps the token under every objective, the contrast one paired with the targeted one
+    assert set(rec["token"]) == {"whole", "targeted", "contrast"} and 0.0 <= rec["token"]["contrast"]["mass"] <= 1.0
+    assert first["token"]["contrast"]["n"] == 2 and first["token"]["contrast"]["vs_targeted"]["l1"]["n"] == 2
     with pytest.raises(ConfigError, match="different scorer"):
         run_benchmark(sc, ["last"], ["chain"], ["tool"], 2, out, resume=True, setup={"scorer": "other"})
 
@@ -562,6 +565,39 @@ def test_token_precision_by_hand_under_l1_and_abs_gxi():
     assert d["diff"] == 0.5 and (d["wins"], d["losses"]) == (1, 0)
 
 
+def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradient():
+    """``contrast``: the loss's span against its expected answer; the attribution asked for is the
+    contrastive one (the context's objective inside the call), on the span; none without an expected answer."""
+    from contextlib import contextmanager
+    from types import SimpleNamespace as NS
+
+    from agentgrad.benchmarks.planted.bench import token_precision
+
+    asked = []
+    by_objective = {"targeted": NS(source=1, positions=[0, 1], l1=[9.0, 1.0], gxi=[1.0, 1.0]),
+                    "contrast": NS(source=1, positions=[0, 1], l1=[1.0, 9.0], gxi=[1.0, 1.0])}
+    ctx = NS(objective="targeted", render=lambda node: NS(offsets=[(100, 104), (104, 109)], source_chars={1: [(100, 109)]}))
+
+    @contextmanager
+    def objective_of(o):
+        before, ctx.objective = ctx.objective, o
+        yield ctx
+        ctx.objective = before
+
+    def attribute(node, region):
+        asked.append((ctx.objective, node, region))
+        return NS(sources=[by_objective[ctx.objective]])
+
+    ctx.objective_of, ctx.attribute = objective_of, attribute
+    ctx.loss = NS(spans={2: [(3, 8)]}, details={"expected": "4 pm"})
+    truth = {"path": [1, 2], "corrupted": {"1": [(4, 9)]}}  # the value: characters 104-109
+    assert token_precision(ctx, truth, "targeted")["hit1"] == 0.0
+    assert token_precision(ctx, truth, "contrast")["hit1"] == 1.0 and ctx.objective == "targeted"
+    assert asked == [("targeted", 2, ((3, 8),)), ("contrast", 2, ((3, 8),))]
+    ctx.loss.details = {}
+    assert token_precision(ctx, truth, "contrast") is None and len(asked) == 2
+
+
 def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(tmp_path):
     """benchmarks/blame_table.py on a metrics.json made by summarize from hand records."""
     import subprocess
@@ -572,7 +608,9 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
         return {"topology": topo, "fault": "transformed", "long": False, "candidates": 4,
                 "methods": {"gbc:max_l1:targeted:follow": {"agent_top1": m, "node_top1": m, "agent_top3": 1.0},
                             "provenance": {"agent_top1": p, "node_top1": p, "agent_top3": 1.0}},
-                "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6}}}}
+                "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6}},
+                          # the contrast objective: L1 hits all four, |g.e| as the targeted one's
+                          "contrast": {"hit1": 1.0, "mass": 0.5, "abs_gxi": {"hit1": ghit, "mass": 0.6}}}}
 
     recs = [rec("chain", 1.0, 0.0, 0.0, 1.0), rec("chain", 1.0, 0.0, 1.0, 1.0), rec("fanin", 0.0, 0.0, 0.0, 0.0),
             rec("fanin", 1.0, 1.0, 0.0, 1.0)]
@@ -588,6 +626,10 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert "Token hit@1 (targeted objective, the source that carried the value into the loss's call): 0.25 [" in out.stdout
     assert "By |gradient x input|: 0.75 [" in out.stdout and "against L1 +0.50 [" in out.stdout
     assert "(2 won, 0 lost, p 0.50)" in out.stdout.split("By |gradient x input|")[1]
+    con = [line for line in out.stdout.splitlines() if line.startswith("Token hit@1, contrast objective")]
+    assert len(con) == 2 and "by L1: 1.00 [" in con[0] and "against targeted +0.75 [" in con[0]
+    assert "(3 won, 0 lost, p 0.25)" in con[0]
+    assert "by |gradient x input|: 0.75 [" in con[1] and "against targeted +0.00 [" in con[1] and "(0 won, 0 lost" in con[1]
     # --keep writes the episode records compact; the tables read back from them are the same
     (tmp_path / "episodes").mkdir()
     for i, r in enumerate(recs):

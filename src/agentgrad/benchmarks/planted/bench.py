@@ -12,11 +12,15 @@ corrupted value to it, whether the highest-scoring token lies inside the corrupt
 (``hit1``) and the share of the source's gradient mass (L1) on it (``mass``). A token scores by
 the L1 norm of its gradient (what the walk reads), and also, under ``abs_gxi``, by the magnitude of
 gradient x input (|g_t . e_t|), which discounts tokens the model leans on whatever they say (a
-line's key): chosen on the development seed (10), reported beside L1 on the others.
+line's key): chosen on the development seed (10), reported beside L1 on the others. Objectives:
+``whole``, ``targeted`` (the loss's span) and ``contrast`` (the span against the loss's expected
+answer in its place, :mod:`agentgrad.attribution.contrast`: what the wrong value and the right one
+share cancels), the last paired with ``targeted`` under each score.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -42,6 +46,7 @@ def top3(ranking: list[Blame], truth: str) -> float:
 TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's truth, for the tables
 
 
+TOKEN_OBJECTIVES = ("whole", "targeted", "contrast")  # objectives whose token precision a record keeps
 TOKEN_SCORES = ("abs_gxi",)  # per-token scores reported beside the L1 norm (the module docstring)
 
 
@@ -60,8 +65,16 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     if len(path) < 2 or str(path[-2]) not in truth.get("corrupted", {}) or not ctx.loss.spans:
         return None
     src, node = path[-2], path[-1]
-    region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
-    att = ctx.attribute(node, region)
+    region = tuple(ctx.loss.spans.get(node, [])) if objective in ("targeted", "contrast") else None
+    if objective == "contrast":
+        scorer = getattr(ctx, "scorer", None)  # a scorer that cannot take a contrast (a test's stand-in): none
+        if ctx.loss.details.get("expected") in (None, "") or (
+                scorer is not None and "contrast" not in inspect.signature(scorer.attribute_node).parameters):
+            return None
+        with ctx.objective_of("contrast"):
+            att = ctx.attribute(node, region)
+    else:
+        att = ctx.attribute(node, region)
     s = next((s for s in att.sources if s.source == src), None)
     if s is None or not s.l1:
         return None
@@ -148,7 +161,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                                    "candidates": len(ctx.upstream()), "methods": {}}
             rec["methods"] = score_methods(ctx, fns, ep.truth["agent"], ep.truth["node"])
             if scorer is not None:
-                rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in ("whole", "targeted")}
+                rec["token"] = {o: token_precision(ctx, ep.truth, o) for o in TOKEN_OBJECTIVES}
             rec["loss"] = ep.loss.to_dict()
             rec["seconds"] = round(time.time() - t_ep, 3)  # every method together, passes shared
             records.append(rec)
@@ -249,7 +262,7 @@ def summarize(records: list[dict[str, Any]], methods: list[str],
 def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Token-level precision (hit@1 with its interval, mass share) per objective, where measured."""
     token: dict[str, Any] = {}
-    for obj in ("whole", "targeted"):
+    for obj in TOKEN_OBJECTIVES:
         vals = [r["token"][obj] for r in records if r.get("token") and r["token"].get(obj)]
         if vals:
             token[obj] = _precision_summary(vals)
@@ -258,6 +271,14 @@ def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
                 if both:  # and paired with L1's hit on the same episodes
                     token[obj][score] = {**_precision_summary([v[score] for v in both]),
                                          "vs_l1": paired([v[score]["hit1"] for v in both], [v["hit1"] for v in both])}
+    if "contrast" in token and "targeted" in token:  # the contrast against the targeted objective, per score
+        both = [(r["token"]["contrast"], r["token"]["targeted"]) for r in records
+                if r.get("token") and r["token"].get("contrast") and r["token"].get("targeted")]
+        vs = {"l1": paired([c["hit1"] for c, _ in both], [t["hit1"] for _, t in both])}
+        for score in TOKEN_SCORES:
+            if all(score in c and score in t for c, t in both):
+                vs[score] = paired([c[score]["hit1"] for c, _ in both], [t[score]["hit1"] for _, t in both])
+        token["contrast"]["vs_targeted"] = vs
     return token
 
 
