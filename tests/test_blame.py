@@ -589,6 +589,7 @@ def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradien
         return NS(sources=[by_objective[ctx.objective]])
 
     ctx.objective_of, ctx.attribute = objective_of, attribute
+    ctx.contrasts = lambda: bool(ctx.loss.details.get("expected"))  # as BlameContext.contrasts, for a scorer that takes one
     ctx.loss = NS(spans={2: [(3, 8)]}, details={"expected": "4 pm"})
     truth = {"path": [1, 2], "corrupted": {"1": [(4, 9)]}}  # the value: characters 104-109
     assert token_precision(ctx, truth, "targeted")["hit1"] == 0.0

@@ -168,16 +168,24 @@ class BlameContext:
         a, b = spans[0]
         return self.trace.nodes[self.target].text[a:b] or None
 
+    def _scorer_takes(self, parameter: str) -> bool:
+        """Whether the scorer's ``attribute_node`` has ``parameter`` (``keep``, ``contrast``)."""
+        return self.scorer is not None and parameter in inspect.signature(self.scorer.attribute_node).parameters
+
+    def contrasts(self) -> bool:
+        """Whether the ``contrast`` objective differentiates something of its own here: the loss gives
+        an expected answer and the scorer takes a contrast (elsewhere it would be ``whole``, or fail)."""
+        return self.loss.details.get("expected") not in (None, "") and self._scorer_takes("contrast")
+
     def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
         """The scorer's gradients at a call (one backward pass), for the whole output or ``region``.
         The call's forward pass is kept, so another objective of it costs one backward pass and
         its occlusion starts from it (its time is counted for each, as if run alone)."""
         # a scorer that can keep a call's forward pass (the Scorer's ``keep``) is asked to
-        keep = {"keep": True} if self.scorer is not None and \
-            "keep" in inspect.signature(self.scorer.attribute_node).parameters else {}
+        keep = {"keep": True} if self._scorer_takes("keep") else {}
         failure = self._objective_call(node, region)
         if failure is not None:  # a failure-conditioned objective: a pass of its own
-            if self.scorer is not None and "contrast" not in inspect.signature(self.scorer.attribute_node).parameters:
+            if self.scorer is not None and not self._scorer_takes("contrast"):
                 raise ConfigError(f"the {self.objective} objective needs a scorer that takes a contrast (agentgrad's Scorer)")
             scored, chars, text = failure
             return self._cached(("gradient blame", node, region or (), self.objective),

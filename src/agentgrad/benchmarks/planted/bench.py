@@ -20,7 +20,6 @@ share cancels), the last paired with ``targeted`` under each score.
 
 from __future__ import annotations
 
-import inspect
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -67,9 +66,7 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     src, node = path[-2], path[-1]
     region = tuple(ctx.loss.spans.get(node, [])) if objective in ("targeted", "contrast") else None
     if objective == "contrast":
-        scorer = getattr(ctx, "scorer", None)  # a scorer that cannot take a contrast (a test's stand-in): none
-        if ctx.loss.details.get("expected") in (None, "") or (
-                scorer is not None and "contrast" not in inspect.signature(scorer.attribute_node).parameters):
+        if not ctx.contrasts():  # no expected answer, or a scorer that takes no contrast (a test's stand-in)
             return None
         with ctx.objective_of("contrast"):
             att = ctx.attribute(node, region)
