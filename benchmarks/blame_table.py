@@ -31,6 +31,8 @@ import sys
 from pathlib import Path
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
+SCORE_NAMES = (("abs_gxi", "|gradient x input|"), ("gxi", "signed gradient x input"),  # token scores beside L1
+               ("l1_content", "L1 among content tokens"), ("abs_gxi_content", "|gradient x input| among content tokens"))
 
 
 def _p(p: float) -> str:
@@ -203,15 +205,16 @@ def main() -> None:
             print(f"\nToken hit@1 (targeted objective, the source that carried the value into the loss's call): "
                   f"{tok['hit1']['value']:.2f} [{tok['hit1']['ci95'][0]:.2f}, {tok['hit1']['ci95'][1]:.2f}], "
                   f"mass {tok['mass']:.2f}, n {tok['n']}")
-            if "abs_gxi" in tok:  # the token scored by |gradient x input| (chosen on the development seed)
-                t, d = tok["abs_gxi"], tok["abs_gxi"]["vs_l1"]
-                print(f"By |gradient x input|: {t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, "
-                      f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
-                      f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
+            for score, name in SCORE_NAMES:  # the token by another score, paired with L1 on the same episodes
+                if score in tok:
+                    t, d = tok[score], tok[score]["vs_l1"]
+                    print(f"By {name}: {t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, "
+                          f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
+                          f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
         con = m.get("token_by_group", {}).get(f"fault={fault}", {}).get("contrast")
         if con:  # the span against the loss's expected answer, paired with the targeted objective per score
             vs = con.get("vs_targeted", {})
-            for name, t, d in (("L1", con, vs.get("l1")), ("|gradient x input|", con.get("abs_gxi"), vs.get("abs_gxi"))):
+            for name, t, d in [("L1", con, vs.get("l1"))] + [(n, con.get(k), vs.get(k)) for k, n in SCORE_NAMES]:
                 if t:
                     print(f"Token hit@1, contrast objective (the span against the loss's expected answer), by {name}: "
                           f"{t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, {t['hit1']['ci95'][1]:.2f}], "

@@ -548,12 +548,27 @@ def test_token_precision_by_hand_under_l1_and_abs_gxi():
     # source node 1's text "city: 15:30" sits at characters 100.. of the rendered call; its tokens
     # "city" (100-104), ":" (104-105), " 15" (105-108), ":30" (108-111); the corrupted value is "15:30" (6-11)
     src = NS(source=1, positions=[0, 1, 2, 3], l1=[9.0, 1.0, 4.0, 2.0], gxi=[0.5, -0.1, -3.0, 1.0])
-    render = NS(offsets=[(100, 104), (104, 105), (105, 108), (108, 111)], source_chars={1: [(100, 111)]})
+    render = NS(text=" " * 100 + "city: 15:30", offsets=[(100, 104), (104, 105), (105, 108), (108, 111)],
+                source_chars={1: [(100, 111)]})
     ctx = NS(loss=NS(spans={2: [(0, 7)]}), attribute=lambda node, region: NS(sources=[src]), render=lambda node: render)
     truth = {"path": [1, 2], "corrupted": {"1": [(6, 11)]}}
     t = token_precision(ctx, truth, "targeted")
     assert t["hit1"] == 0.0 and t["mass"] == pytest.approx(6 / 16)
     assert t["abs_gxi"]["hit1"] == 1.0 and t["abs_gxi"]["mass"] == pytest.approx(4.0 / 4.6)
+    # signed g.e: the peak is ":30" (1.0 > 0.5 of "city"; " 15" pushes the other way), a hit; the
+    # positive parts are 0.5 and 1.0, the value's 1.0 of them
+    assert t["gxi"]["hit1"] == 1.0 and t["gxi"]["mass"] == pytest.approx(1.0 / 1.5)
+    src.gxi = [0.5, -0.1, -3.0, 0.2]  # now the key pushes most: a miss, though |g.e| still hits
+    flipped = token_precision(ctx, truth, "targeted")
+    assert flipped["gxi"] == {"hit1": 0.0, "mass": pytest.approx(0.2 / 0.7)} and flipped["abs_gxi"]["hit1"] == 1.0
+    src.gxi = [-0.5, -0.1, -3.0, -0.2]  # all negative: the least negative token is the peak, no share anywhere
+    assert token_precision(ctx, truth, "targeted")["gxi"] == {"hit1": 0.0, "mass": 0.0}
+    # among content tokens (a letter or a digit): the colon is skipped; L1's peak "city" is content (a miss)
+    assert t["l1_content"] == {"hit1": 0.0, "mass": pytest.approx(6 / 16)}
+    src.l1, src.gxi = [1.0, 9.0, 4.0, 2.0], [0.5, -5.0, -3.0, 0.2]  # the colon peaks under both scores
+    c = token_precision(ctx, truth, "targeted")
+    assert (c["hit1"], c["abs_gxi"]["hit1"]) == (0.0, 0.0) and (c["l1_content"]["hit1"], c["abs_gxi_content"]["hit1"]) == (1.0, 1.0)
+    assert c["abs_gxi_content"]["mass"] == c["abs_gxi"]["mass"] == pytest.approx(3.2 / 8.7)  # the share over all tokens
     assert token_precision(ctx, {"path": [2], "corrupted": {}}, "targeted") is None  # a fault at the loss's call
     # two episodes: L1 hits 0 and 1, |g.e| hits 1 and 1: +0.5 over L1, one won, none lost
     recs = [{"token": {"targeted": t}}, {"token": {"targeted": {"hit1": 1.0, "mass": 0.5,
@@ -576,7 +591,8 @@ def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradien
     asked = []
     by_objective = {"targeted": NS(source=1, positions=[0, 1], l1=[9.0, 1.0], gxi=[1.0, 1.0]),
                     "contrast": NS(source=1, positions=[0, 1], l1=[1.0, 9.0], gxi=[1.0, 1.0])}
-    ctx = NS(objective="targeted", render=lambda node: NS(offsets=[(100, 104), (104, 109)], source_chars={1: [(100, 109)]}))
+    ctx = NS(objective="targeted", render=lambda node: NS(text=" " * 100 + "time 16:00", offsets=[(100, 104), (104, 109)],
+                                                          source_chars={1: [(100, 109)]}))
 
     @contextmanager
     def objective_of(o):
@@ -609,9 +625,12 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
         return {"topology": topo, "fault": "transformed", "long": False, "candidates": 4,
                 "methods": {"gbc:max_l1:targeted:follow": {"agent_top1": m, "node_top1": m, "agent_top3": 1.0},
                             "provenance": {"agent_top1": p, "node_top1": p, "agent_top3": 1.0}},
-                "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6}},
-                          # the contrast objective: L1 hits all four, |g.e| as the targeted one's
-                          "contrast": {"hit1": 1.0, "mass": 0.5, "abs_gxi": {"hit1": ghit, "mass": 0.6}}}}
+                "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6},
+                                       "gxi": {"hit1": 0.0, "mass": 0.1}},
+                          # the contrast objective: L1 hits all four, |g.e| as the targeted one's, signed g.e
+                          # hits where the targeted L1 does
+                          "contrast": {"hit1": 1.0, "mass": 0.5, "abs_gxi": {"hit1": ghit, "mass": 0.6},
+                                       "gxi": {"hit1": hit, "mass": 0.4}}}}
 
     recs = [rec("chain", 1.0, 0.0, 0.0, 1.0), rec("chain", 1.0, 0.0, 1.0, 1.0), rec("fanin", 0.0, 0.0, 0.0, 0.0),
             rec("fanin", 1.0, 1.0, 0.0, 1.0)]
@@ -627,10 +646,13 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert "Token hit@1 (targeted objective, the source that carried the value into the loss's call): 0.25 [" in out.stdout
     assert "By |gradient x input|: 0.75 [" in out.stdout and "against L1 +0.50 [" in out.stdout
     assert "(2 won, 0 lost, p 0.50)" in out.stdout.split("By |gradient x input|")[1]
+    signed = next(line for line in out.stdout.splitlines() if line.startswith("By signed gradient x input"))
+    assert ": 0.00 [" in signed and "mass 0.10" in signed and "against L1 -0.25 [" in signed and "(0 won, 1 lost" in signed
     con = [line for line in out.stdout.splitlines() if line.startswith("Token hit@1, contrast objective")]
-    assert len(con) == 2 and "by L1: 1.00 [" in con[0] and "against targeted +0.75 [" in con[0]
+    assert len(con) == 3 and "by L1: 1.00 [" in con[0] and "against targeted +0.75 [" in con[0]
     assert "(3 won, 0 lost, p 0.25)" in con[0]
     assert "by |gradient x input|: 0.75 [" in con[1] and "against targeted +0.00 [" in con[1] and "(0 won, 0 lost" in con[1]
+    assert "by signed gradient x input: 0.25 [" in con[2] and "against targeted +0.25 [" in con[2] and "(1 won, 0 lost" in con[2]
     # --keep writes the episode records compact; the tables read back from them are the same
     (tmp_path / "episodes").mkdir()
     for i, r in enumerate(recs):

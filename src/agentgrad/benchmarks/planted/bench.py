@@ -12,7 +12,14 @@ corrupted value to it, whether the highest-scoring token lies inside the corrupt
 (``hit1``) and the share of the source's gradient mass (L1) on it (``mass``). A token scores by
 the L1 norm of its gradient (what the walk reads), and also, under ``abs_gxi``, by the magnitude of
 gradient x input (|g_t . e_t|), which discounts tokens the model leans on whatever they say (a
-line's key): chosen on the development seed (10), reported beside L1 on the others. Objectives:
+line's key): chosen on the development seed (10), reported beside L1 on the others; and under
+``gxi`` by g_t . e_t with its sign (first order, how much the token raises the objective: under
+``contrast``, how much it pushes the wrong value over the expected one; mass: the share of the
+positive parts); and under ``l1_content`` and ``abs_gxi_content`` by L1 and |g_t . e_t| with the
+peak taken among the tokens that hold a letter or a digit (a space, a newline or a colon holds no
+value; the value's own punctuation is skipped too). The last three were added after seeds 11 and 12
+were read, so the choice among all of them was made on seed 10 again and is reported on seeds 13 and
+14. Objectives:
 ``whole``, ``targeted`` (the loss's span) and ``contrast`` (the span against the loss's expected
 answer in its place, :mod:`agentgrad.attribution.contrast`: what the wrong value and the right one
 share cancels), the last paired with ``targeted`` under each score.
@@ -21,6 +28,7 @@ share cancels), the last paired with ``targeted`` under each score.
 from __future__ import annotations
 
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,20 +54,31 @@ TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's
 
 
 TOKEN_OBJECTIVES = ("whole", "targeted", "contrast")  # objectives whose token precision a record keeps
-TOKEN_SCORES = ("abs_gxi",)  # per-token scores reported beside the L1 norm (the module docstring)
+TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content")  # reported beside the L1 norm (the module docstring)
 
 
-def _hit_and_mass(scores: list[float], inside: list[bool]) -> dict[str, float]:
-    """Whether the highest-scoring token is inside the value (first of ties), and the value's share of the scores."""
-    top = max(range(len(scores)), key=lambda i: scores[i])
-    total = sum(scores) or 1.0
-    return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(scores, inside) if i) / total}
+def has_content(token: str) -> bool:
+    """Whether a token holds a letter or a digit (not only spaces, newlines or punctuation)."""
+    return any(unicodedata.category(c)[0] in "LN" for c in token)
+
+
+def _hit_and_mass(scores: list[float], inside: list[bool], among: list[bool] | None = None) -> dict[str, float]:
+    """Whether the highest-scoring token (of those ``among`` marks, where given) is inside the value
+    (first of ties), and the value's share of the scores (of their positive parts: a signed score's
+    negative tokens hold no share; of all tokens, ``among`` or not)."""
+    ids = [i for i in range(len(scores)) if among is None or among[i]] or list(range(len(scores)))
+    top = max(ids, key=lambda i: scores[i])
+    pos = [max(v, 0.0) for v in scores]
+    total = sum(pos) or 1.0
+    return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(pos, inside) if i) / total}
 
 
 def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, Any] | None:
     """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call
     (None where there is no such value: a dropped key, or a fault at the loss's call itself): by the
-    gradient's L1 norm per token (``hit1``, ``mass``) and by |gradient x input| (``abs_gxi``)."""
+    gradient's L1 norm per token (``hit1``, ``mass``), by |gradient x input| (``abs_gxi``), by
+    gradient x input with its sign (``gxi``), and by L1 and |gradient x input| with the peak taken
+    among the tokens that hold a letter or a digit (``l1_content``, ``abs_gxi_content``)."""
     path = truth["path"]
     if len(path) < 2 or str(path[-2]) not in truth.get("corrupted", {}) or not ctx.loss.spans:
         return None
@@ -79,9 +98,13 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     a, b = truth["corrupted"][str(src)][0]
     base = r.source_chars[src][0][0]
     inside = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
+    content = [has_content(r.text[r.offsets[p][0]:r.offsets[p][1]]) for p in s.positions]
     out: dict[str, Any] = _hit_and_mass(s.l1, inside)
+    out["l1_content"] = _hit_and_mass(s.l1, inside, content)
     if len(s.gxi) == len(s.l1):
         out["abs_gxi"] = _hit_and_mass([abs(v) for v in s.gxi], inside)
+        out["gxi"] = _hit_and_mass(list(s.gxi), inside)  # signed: the token that raises the objective most
+        out["abs_gxi_content"] = _hit_and_mass([abs(v) for v in s.gxi], inside, content)
     return out
 
 
