@@ -28,7 +28,6 @@ share cancels), the last paired with ``targeted`` under each score.
 from __future__ import annotations
 
 import time
-import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,7 +58,7 @@ TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content")  # reported b
 
 def has_content(token: str) -> bool:
     """Whether a token holds a letter or a digit (not only spaces, newlines or punctuation)."""
-    return any(unicodedata.category(c)[0] in "LN" for c in token)
+    return any(c.isalnum() for c in token)
 
 
 def _hit_and_mass(scores: list[float], inside: list[bool], among: list[bool] | None = None) -> dict[str, float]:
