@@ -5,6 +5,7 @@
     python benchmarks/blame_table.py records.jsonl ...   # the same tables from kept records
     python benchmarks/blame_table.py records.jsonl --join free.jsonl   # with another run's methods, paired
     python benchmarks/blame_table.py runs/blame/metrics.json --pair A,B   # A against B, paired, per family
+    python benchmarks/blame_table.py records.jsonl --token-pair contrast:l1_word,targeted:longest_word
     python benchmarks/blame_table.py new.jsonl --join old.jsonl --join-suffix before --pair M,M@before
         # a method against itself in a run before a change (the joined methods named METHOD@before)
 
@@ -20,7 +21,9 @@ file the repository keeps of a run (``benchmarks/blame-smollm2/``), which this s
 place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
 prints, per family, method A against method B on the same episodes: the mean difference of agent
 top-1 with its bootstrap interval, the episodes won and lost and the sign test's p, over every
-topology and per topology (a metrics.json reads the episode records beside it).
+topology and per topology (a metrics.json reads the episode records beside it). ``--token-pair A,B``
+does the same for token hit@1, each side an ``OBJECTIVE:SCORE`` (``targeted:l1``, the L1 peak the
+walk reads; ``contrast:l1_word``; ``targeted:longest_word``, the model-free control).
 """
 
 from __future__ import annotations
@@ -32,7 +35,16 @@ from pathlib import Path
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
 SCORE_NAMES = (("abs_gxi", "|gradient x input|"), ("gxi", "signed gradient x input"),  # token scores beside L1
-               ("l1_content", "L1 among content tokens"), ("abs_gxi_content", "|gradient x input| among content tokens"))
+               ("l1_content", "L1 among content tokens"), ("abs_gxi_content", "|gradient x input| among content tokens"),
+               ("l1_word", "L1 summed over each word"), ("abs_gxi_word", "|gradient x input| summed over each word"),
+               ("longest_word", "the longest word (no model)"))
+WORD_PAIRS = (("vs_longest_word", "the longest word"), ("vs_content", "its peak content token"))  # a word score's pairs
+
+
+def _word_pairs(t: dict) -> str:
+    """A word score's pairs (against length alone, and its own peak content token), where recorded."""
+    return "".join(f"; against {what} {w['diff']:+.2f} [{w['ci95'][0]:+.2f}, {w['ci95'][1]:+.2f}] "
+                   f"({w['wins']} won, {w['losses']} lost, p {_p(w['p'])})" for key, what in WORD_PAIRS if (w := t.get(key)))
 
 
 def _p(p: float) -> str:
@@ -111,14 +123,32 @@ def episode_records(path: Path, join: list[Path] = (), suffix: str = "") -> list
     return records
 
 
-def print_pair(records: list[dict], a: str, b: str) -> None:
-    """Method ``a`` against ``b`` (agent top-1), paired on the episodes that scored both, per family."""
+def method_top1(r: dict, name: str) -> float | None:
+    """A record's agent top-1 for method ``name`` (None where it did not run)."""
+    m = r.get("methods", {}).get(name)
+    return None if m is None else m["agent_top1"]
+
+
+def token_hit(r: dict, name: str) -> float | None:
+    """A record's token hit@1 for ``OBJECTIVE:SCORE`` (``targeted:l1`` is the L1 peak the walk reads;
+    ``contrast:l1_word``, ``targeted:longest_word``, ...), None where it was not measured."""
+    obj, _, score = name.partition(":")
+    t = (r.get("token") or {}).get(obj)
+    if not t:
+        return None
+    return t["hit1"] if score == "l1" else (t.get(score) or {}).get("hit1")
+
+
+def print_pair(records: list[dict], a: str, b: str, get=method_top1, what: str = "agent top-1",
+               flag: str = "--pair") -> None:
+    """``a`` against ``b`` (``get``: a record's figure for a name), paired on the episodes that hold
+    both, per family and topology."""
     from agentgrad.benchmarks.stats import paired
 
-    both = [r for r in records if a in r.get("methods", {}) and b in r.get("methods", {})]
+    both = [r for r in records if get(r, a) is not None and get(r, b) is not None]
     if not both:
-        sys.exit(f"blame_table: --pair: no episode record holds both {a!r} and {b!r}")
-    print(f"`{a}` against `{b}` (agent top-1, paired on the same episodes; bootstrap 95% interval, sign test)\n")
+        sys.exit(f"blame_table: {flag}: no episode record holds both {a!r} and {b!r}")
+    print(f"`{a}` against `{b}` ({what}, paired on the same episodes; bootstrap 95% interval, sign test)\n")
     print("| family | all | " + " | ".join(TOPOLOGIES) + " |")
     print("|" + "---|" * (len(TOPOLOGIES) + 2))
     for fault in dict.fromkeys(r["fault"] for r in both):
@@ -128,7 +158,7 @@ def print_pair(records: list[dict], a: str, b: str) -> None:
             if not rs:
                 cells.append("-")
                 continue
-            d = paired([r["methods"][a]["agent_top1"] for r in rs], [r["methods"][b]["agent_top1"] for r in rs])
+            d = paired([get(r, a) for r in rs], [get(r, b) for r in rs])
             cells.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, "
                          f"{d['losses']} lost, p {_p(d['p'])}; n {d['n']})" if topo is None
                          else f"{d['diff']:+.2f} ({d['wins']}/{d['losses']})")
@@ -151,10 +181,17 @@ def main() -> None:
                          "e.g. the rule before a change: --pair M,M@before)")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="print method A against method B, paired, per family and topology (repeatable)")
+    ap.add_argument("--token-pair", action="append", default=[], metavar="A,B",
+                    help="print token hit@1 of OBJECTIVE:SCORE A against B (targeted:l1, contrast:l1_word, "
+                         "targeted:longest_word, ...), paired, per family and topology (repeatable)")
     a = ap.parse_args()
     pairs = [tuple(x.split(",")) for x in a.pair]
     if any(len(p) != 2 or not all(p) for p in pairs):
         sys.exit("blame_table: --pair takes two method names joined by a comma: --pair A,B")
+    token_pairs = [tuple(x.split(",")) for x in a.token_pair]
+    if any(len(p) != 2 or not all(":" in n and all(n.split(":")) for n in p) for p in token_pairs):
+        sys.exit("blame_table: --token-pair takes two OBJECTIVE:SCORE names joined by a comma: "
+                 "--token-pair contrast:l1_word,targeted:longest_word")
     if a.join_suffix and len(a.join) != 1:
         sys.exit("blame_table: --join-suffix names the methods of one --join file: give exactly one --join")
     if "," in a.join_suffix:
@@ -210,7 +247,8 @@ def main() -> None:
                     t, d = tok[score], tok[score]["vs_l1"]
                     print(f"By {name}: {t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, "
                           f"{t['hit1']['ci95'][1]:.2f}], mass {t['mass']:.2f}, n {t['n']}; against L1 {d['diff']:+.2f} "
-                          f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})")
+                          f"[{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] ({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})"
+                          + _word_pairs(t))
         con = m.get("token_by_group", {}).get(f"fault={fault}", {}).get("contrast")
         if con:  # the span against the loss's expected answer, paired with the targeted objective per score
             vs = con.get("vs_targeted", {})
@@ -220,9 +258,9 @@ def main() -> None:
                           f"{t['hit1']['value']:.2f} [{t['hit1']['ci95'][0]:.2f}, {t['hit1']['ci95'][1]:.2f}], "
                           f"mass {t['mass']:.2f}, n {t['n']}" + (
                               f"; against targeted {d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
-                              f"({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})" if d else ""))
+                              f"({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})" if d else "") + _word_pairs(t))
         print()
-    if pairs:
+    if pairs or token_pairs:
         try:
             records = episode_records(a.metrics, a.join, a.join_suffix)
         except (OSError, ValueError, JoinError) as e:
@@ -232,6 +270,8 @@ def main() -> None:
                 if name not in m["methods"]:
                     sys.exit(f"blame_table: --pair: {a.metrics} has no method {name!r}")
             print_pair(records, x, y)
+        for x, y in token_pairs:
+            print_pair(records, x, y, token_hit, "token hit@1", "--token-pair")
     if a.save:
         small = {"episodes": m["episodes"], "chance_agent_top1": m["chance_agent_top1"], "token": m["token"],
                  "token_by_group": m.get("token_by_group", {}),

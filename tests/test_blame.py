@@ -580,6 +580,70 @@ def test_token_precision_by_hand_under_l1_and_abs_gxi():
     assert d["diff"] == 0.5 and (d["wins"], d["losses"]) == (1, 0)
 
 
+def test_word_scores_sum_a_words_tokens_and_the_longest_word_is_their_control():
+    """Words by hand: a word starts after white space; a value in digits is one word of many tokens.
+    The word scores pick the word with the largest summed score (a hit where most of its content
+    tokens are in the value); ``longest_word`` picks by length alone (no model); the summary pairs a
+    word score with that control and with its own peak content token."""
+    from types import SimpleNamespace as NS
+
+    from agentgrad.benchmarks.planted.bench import _token, _word_hit, token_precision, words_of
+
+    toks = ["shop", ":", " giant", " ribbon", "\n", "storm", ":", " ", "1", "5", ":", "3", "0", "\n"]
+    assert words_of(toks) == [0, 0, 1, 2, 3, 4, 4, 5, 6, 6, 6, 6, 6, 7]
+    assert words_of(["a ", "b", "c"]) == [0, 1, 1] and words_of([]) == []
+    # "city: 15:30": the key "city" (+ its colon) is one word, " 15" ":30" the other (the value)
+    src = NS(source=1, positions=[0, 1, 2, 3], l1=[5.0, 1.0, 4.0, 2.0], gxi=[9.0, 0.0, 4.0, 2.0])
+    render = NS(text=" " * 100 + "city: 15:30", offsets=[(100, 104), (104, 105), (105, 108), (108, 111)],
+                source_chars={1: [(100, 111)]})
+    ctx = NS(loss=NS(spans={2: [(0, 7)]}), attribute=lambda node, region: NS(sources=[src]), render=lambda node: render)
+    t = token_precision(ctx, {"path": [1, 2], "corrupted": {"1": [(6, 11)]}}, "targeted")
+    # L1: the peak token is "city" (5 > 4), a miss; summed per word the value wins (4 + 2 = 6 > 5), a hit
+    assert t["l1_content"]["hit1"] == 0.0 and t["l1_word"] == {"hit1": 1.0, "mass": pytest.approx(6 / 12)}
+    # |g.e|: "city" 9 against the value's 4 + 2 = 6: a miss by word as by token
+    assert t["abs_gxi_word"]["hit1"] == 0.0 and t["abs_gxi_content"]["hit1"] == 0.0
+    assert t["longest_word"] == {"hit1": 1.0, "mass": 0.5}  # the value has two content tokens, the key one
+    # a word wins by its sum, and it is a hit only where most of its content tokens are in the value
+    assert _word_hit([1.0, 1.0, 1.0], [True, False, False], ["a", "b", "c"])["hit1"] == 0.0
+    assert _word_hit([1.0, 1.0, 1.0], [True, True, False], ["a", "b", "c"])["hit1"] == 1.0
+    assert _word_hit([3.0, 0.0, 1.0, 1.0], [True, False, False, False], ["x", " y", "z", " w"])["hit1"] == 1.0
+    # the summary: l1_word 1, 1 against longest_word 1, 0 (+0.5, one won) and l1_content 0, 0 (+1.0, two won)
+    other = {"hit1": 0.0, "mass": 0.2, "l1_content": {"hit1": 0.0, "mass": 0.2}, "l1_word": {"hit1": 1.0, "mass": 0.2},
+             "longest_word": {"hit1": 0.0, "mass": 0.3}}
+    s = _token([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
+    assert s["l1_word"]["hit1"]["value"] == 1.0 and s["longest_word"]["hit1"]["value"] == 0.5
+    assert (s["l1_word"]["vs_longest_word"]["diff"], s["l1_word"]["vs_longest_word"]["wins"]) == (0.5, 1)
+    assert (s["l1_word"]["vs_content"]["diff"], s["l1_word"]["vs_content"]["wins"]) == (1.0, 2)
+    assert "vs_longest_word" not in s["longest_word"] and "vs_content" not in s["l1_content"]
+
+
+def test_token_candidates_scores_a_dump_by_hand(tmp_path):
+    """benchmarks/token_candidates.py score: two hand-made episodes ("city: 15:30" in four tokens)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    toks, inside = ["city", ":", " 15", ":30"], [False, False, True, True]
+    # episode 1: targeted L1 peaks on "city" (a miss by token), but the value's word sums higher (a hit)
+    one = {"tokens": toks, "inside": inside, "targeted": {"l1": [5.0, 1.0, 4.0, 2.0], "gxi": [9.0, 0.0, 4.0, 2.0]},
+           "contrast": {"l1": [1.0, 1.0, 4.0, 2.0], "gxi": [1.0, 0.0, 4.0, 2.0]}}
+    # episode 2: the key wins everywhere
+    two = {"tokens": toks, "inside": inside, "targeted": {"l1": [9.0, 1.0, 1.0, 1.0], "gxi": [9.0, 0.0, 1.0, 1.0]},
+           "contrast": {"l1": [9.0, 1.0, 1.0, 1.0], "gxi": [9.0, 0.0, 1.0, 1.0]}}
+    dump = tmp_path / "d.jsonl"
+    dump.write_text(json.dumps(one) + "\n" + json.dumps(two) + "\n")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "token_candidates.py"
+    out = subprocess.run([sys.executable, str(script), "score", str(dump)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("2 episodes (")
+    for line in ("| `targeted/l1/token` | 0.00 |", "| `targeted/l1/word_sum` | 0.50 |", "| `contrast/l1/token` | 0.50 |",
+                 "| `targeted/abs_gxi/word_sum` | 0.00 |", "| `control/longest_word` | 1.00 |",
+                 "| `control/random_word` | 0.50 |", "| `control/random_content_token` | 0.67 |"):
+        assert line in out.stdout, line
+    bad = subprocess.run([sys.executable, str(script), "score", str(tmp_path / "none.jsonl")], capture_output=True, text=True)
+    assert bad.returncode == 1 and "cannot read" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradient():
     """``contrast``: the loss's span against its expected answer; the attribution asked for is the
     contrastive one (the context's objective inside the call), on the span; none without an expected answer."""
@@ -626,7 +690,8 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
                 "methods": {"gbc:max_l1:targeted:follow": {"agent_top1": m, "node_top1": m, "agent_top3": 1.0},
                             "provenance": {"agent_top1": p, "node_top1": p, "agent_top3": 1.0}},
                 "token": {"targeted": {"hit1": hit, "mass": 0.3, "abs_gxi": {"hit1": ghit, "mass": 0.6},
-                                       "gxi": {"hit1": 0.0, "mass": 0.1}},
+                                       "gxi": {"hit1": 0.0, "mass": 0.1}, "l1_content": {"hit1": hit, "mass": 0.3},
+                                       "l1_word": {"hit1": ghit, "mass": 0.3}, "longest_word": {"hit1": 0.0, "mass": 0.2}},
                           # the contrast objective: L1 hits all four, |g.e| as the targeted one's, signed g.e
                           # hits where the targeted L1 does
                           "contrast": {"hit1": 1.0, "mass": 0.5, "abs_gxi": {"hit1": ghit, "mass": 0.6},
@@ -648,6 +713,10 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert "(2 won, 0 lost, p 0.50)" in out.stdout.split("By |gradient x input|")[1]
     signed = next(line for line in out.stdout.splitlines() if line.startswith("By signed gradient x input"))
     assert ": 0.00 [" in signed and "mass 0.10" in signed and "against L1 -0.25 [" in signed and "(0 won, 1 lost" in signed
+    word = next(line for line in out.stdout.splitlines() if line.startswith("By L1 summed over each word"))
+    assert ": 0.75 [" in word and "against L1 +0.50 [" in word and "against the longest word +0.75 [" in word
+    assert "(3 won, 0 lost" in word.split("longest word")[1] and "against its peak content token +0.50 [" in word
+    assert "By the longest word (no model): 0.00 [" in out.stdout
     con = [line for line in out.stdout.splitlines() if line.startswith("Token hit@1, contrast objective")]
     assert len(con) == 3 and "by L1: 1.00 [" in con[0] and "against targeted +0.75 [" in con[0]
     assert "(3 won, 0 lost, p 0.25)" in con[0]
@@ -665,6 +734,21 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert [x["episode"] for x in lines] == ["e0", "e1", "e2", "e3"] and "loss" not in lines[0]
     back = subprocess.run([sys.executable, str(script), str(kept), "--compact"], capture_output=True, text=True)
     assert back.returncode == 0 and back.stdout == out.stdout, back.stderr
+    tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", "targeted:l1_word,targeted:longest_word",
+                         "--token-pair", "targeted:abs_gxi,targeted:l1"], capture_output=True, text=True)
+    assert tp.returncode == 0, tp.stderr
+    assert "`targeted:l1_word` against `targeted:longest_word` (token hit@1, paired" in tp.stdout
+    rows = [line for line in tp.stdout.splitlines() if line.startswith("| transformed |")]
+    assert rows[0].startswith("| transformed | +0.75 [") and "(3 won, 0 lost, p 0.25; n 4)" in rows[0]
+    assert "| +1.00 (2/0) | +0.50 (1/0) |" in rows[0]  # chain, fan-in
+    assert rows[1].startswith("| transformed | +0.50 [") and "(2 won, 0 lost" in rows[1]  # |g.e| 3 of 4, L1 1 of 4
+    for bad_pair in ("targeted:l1_word", "l1_word,targeted:l1", "targeted:,targeted:l1"):
+        bad_tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", bad_pair],
+                                capture_output=True, text=True)
+        assert bad_tp.returncode == 1 and "--token-pair takes two OBJECTIVE:SCORE names" in bad_tp.stderr
+    none_tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", "whole:l1,targeted:l1"],
+                             capture_output=True, text=True)
+    assert none_tp.returncode == 1 and "no episode record holds both 'whole:l1'" in none_tp.stderr
     same = subprocess.run([sys.executable, str(script), str(kept), "--keep", str(kept)], capture_output=True, text=True)
     assert same.returncode == 1 and "would overwrite" in same.stderr and kept.read_text().count("\n") == 4
     bad = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)

@@ -19,7 +19,12 @@ positive parts); and under ``l1_content`` and ``abs_gxi_content`` by L1 and |g_t
 peak taken among the tokens that hold a letter or a digit (a space, a newline or a colon holds no
 value; the value's own punctuation is skipped too). The last three were added after seeds 11 and 12
 were read, so the choice among all of them was made on seed 10 again and is reported on seeds 13 and
-14. Objectives:
+14. Under ``l1_word`` and ``abs_gxi_word`` the tokens are grouped into words (split at white space:
+``14:30`` is one word of five digit and colon tokens in SmolLM2, ``time:`` one of two) and the word
+whose content tokens' scores sum highest is the peak (a hit where most of its content tokens lie in
+the value); ``longest_word`` is their model-free control, the word with most content tokens (a value
+in digits is long, so length alone often points at it). These three were added after seeds 13 and
+14 were read: chosen on seed 10 again, reported on seeds 15 and 16. Objectives:
 ``whole``, ``targeted`` (the loss's span) and ``contrast`` (the span against the loss's expected
 answer in its place, :mod:`agentgrad.attribution.contrast`: what the wrong value and the right one
 share cancels), the last paired with ``targeted`` under each score.
@@ -53,12 +58,58 @@ TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's
 
 
 TOKEN_OBJECTIVES = ("whole", "targeted", "contrast")  # objectives whose token precision a record keeps
-TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content")  # reported beside the L1 norm (the module docstring)
+# reported beside the L1 norm (the module docstring); ``longest_word`` uses no model, the word scores' control
+TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content", "l1_word", "abs_gxi_word", "longest_word")
 
 
 def has_content(token: str) -> bool:
     """Whether a token holds a letter or a digit (not only spaces, newlines or punctuation)."""
     return any(c.isalnum() for c in token)
+
+
+def words_of(tokens: list[str]) -> list[int]:
+    """The word each token belongs to: a word starts at a token that begins with white space or follows
+    one that ends with it; a token of white space alone is a word of its own. SmolLM2 writes every digit
+    as a token, so ``14:30`` is five tokens and one word, ``time:`` two tokens and one word."""
+    out, w, after_space = [], -1, True
+    for t in tokens:
+        if after_space or not t or t[0].isspace() or not t.strip():
+            w += 1
+        out.append(w)
+        after_space = not t or t[-1].isspace()
+    return out
+
+
+def word_groups(tokens: list[str]) -> list[list[int]]:
+    """The positions of each word's content tokens (:func:`has_content`), words by :func:`words_of`,
+    in order; a word with no letter or digit is left out."""
+    groups: dict[int, list[int]] = {}
+    for i, w in enumerate(words_of(tokens)):
+        if has_content(tokens[i]):
+            groups.setdefault(w, []).append(i)
+    return list(groups.values())
+
+
+def word_in(group: list[int], inside: list[bool]) -> float:
+    """Whether most of a word's content tokens lie inside the value (1.0 or 0.0)."""
+    return float(2 * sum(inside[i] for i in group) > len(group))
+
+
+def _word_hit(scores: list[float], inside: list[bool], tokens: list[str]) -> dict[str, float]:
+    """hit@1 by word: each word (:func:`word_groups`) scored by the sum of its content tokens'
+    scores; a hit where the top word is in the value (:func:`word_in`; the first of ties). The mass
+    share is the tokens' (:func:`_hit_and_mass`)."""
+    out = _hit_and_mass(scores, inside)
+    groups = word_groups(tokens)
+    if groups:
+        out["hit1"] = word_in(max(groups, key=lambda g: sum(scores[i] for i in g)), inside)
+    return out
+
+
+def longest_word_hit(inside: list[bool], tokens: list[str]) -> float:
+    """The model-free control of the word scores: hit@1 of the word with most content tokens (the
+    first of ties). A value written in digits is many tokens, so length alone points at it often."""
+    return _word_hit([1.0 if has_content(t) else 0.0 for t in tokens], inside, tokens)["hit1"]
 
 
 def _hit_and_mass(scores: list[float], inside: list[bool], among: list[bool] | None = None) -> dict[str, float]:
@@ -97,13 +148,17 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     a, b = truth["corrupted"][str(src)][0]
     base = r.source_chars[src][0][0]
     inside = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
-    content = [has_content(r.text[r.offsets[p][0]:r.offsets[p][1]]) for p in s.positions]
+    tokens = [r.text[r.offsets[p][0]:r.offsets[p][1]] for p in s.positions]
+    content = [has_content(t) for t in tokens]
     out: dict[str, Any] = _hit_and_mass(s.l1, inside)
     out["l1_content"] = _hit_and_mass(s.l1, inside, content)
+    out["l1_word"] = _word_hit(list(s.l1), inside, tokens)
+    out["longest_word"] = {"hit1": longest_word_hit(inside, tokens), "mass": sum(inside) / len(inside)}  # no model
     if len(s.gxi) == len(s.l1):
         out["abs_gxi"] = _hit_and_mass([abs(v) for v in s.gxi], inside)
         out["gxi"] = _hit_and_mass(list(s.gxi), inside)  # signed: the token that raises the objective most
         out["abs_gxi_content"] = _hit_and_mass([abs(v) for v in s.gxi], inside, content)
+        out["abs_gxi_word"] = _word_hit([abs(v) for v in s.gxi], inside, tokens)
     return out
 
 
@@ -290,6 +345,11 @@ def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
                 if both:  # and paired with L1's hit on the same episodes
                     token[obj][score] = {**_precision_summary([v[score] for v in both]),
                                          "vs_l1": paired([v[score]["hit1"] for v in both], [v["hit1"] for v in both])}
+                    if score.endswith("_word") and score != "longest_word":  # against length alone, and the peak token
+                        for vs, other in (("vs_longest_word", "longest_word"), ("vs_content", score[:-4] + "content")):
+                            if all(other in v for v in both):
+                                token[obj][score][vs] = paired([v[score]["hit1"] for v in both],
+                                                               [v[other]["hit1"] for v in both])
     if "contrast" in token and "targeted" in token:  # the contrast against the targeted objective, per score
         both = [(r["token"]["contrast"], r["token"]["targeted"]) for r in records
                 if r.get("token") and r["token"].get("contrast") and r["token"].get("targeted")]
