@@ -28,6 +28,7 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {"sum": sum, "mean": lam
 def dump(seed: int, episodes: int, out: Path, fault: str) -> None:
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.benchmarks.planted import episodes as E
+    from agentgrad.benchmarks.planted.bench import carrying_source
     from agentgrad.blame.context import BlameContext
     from agentgrad.cli.blame import resolve_scorer
 
@@ -36,24 +37,15 @@ def dump(seed: int, episodes: int, out: Path, fault: str) -> None:
         for topo in E.TOPOLOGIES:
             for i in range(episodes):
                 ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")  # as bench blame draws them
-                path = ep.truth["path"]
-                if len(path) < 2 or str(path[-2]) not in ep.truth.get("corrupted", {}) or not ep.loss.spans:
-                    continue
                 ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed=seed + i)
-                src, node = path[-2], path[-1]
-                r = ctx.render(node)
-                a, b = ep.truth["corrupted"][str(src)][0]
-                base = r.source_chars[src][0][0]
                 rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "transform": ep.truth.get("transform")}
                 for obj in ("targeted", "contrast"):
-                    with ctx.objective_of(obj):
-                        att = ctx.attribute(node, tuple(ctx.loss.spans.get(node, [])))
-                    s = next((s for s in att.sources if s.source == src), None)
-                    if s is None:
-                        continue
-                    rec[obj] = {"l1": list(s.l1), "gxi": list(s.gxi)}
-                    rec["tokens"] = [r.text[r.offsets[p][0]:r.offsets[p][1]] for p in s.positions]
-                    rec["inside"] = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
+                    found = carrying_source(ctx, ep.truth, obj)  # the benchmark's own view of the token
+                    if found is not None:
+                        s, rec["tokens"], rec["inside"] = found
+                        rec[obj] = {"l1": list(s.l1), "gxi": list(s.gxi)}
+                if "tokens" not in rec:
+                    continue
                 f.write(json.dumps(rec) + "\n")
                 f.flush()
 

@@ -123,12 +123,10 @@ def _hit_and_mass(scores: list[float], inside: list[bool], among: list[bool] | N
     return {"hit1": float(inside[top]), "mass": sum(v for v, i in zip(pos, inside) if i) / total}
 
 
-def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, Any] | None:
-    """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call
-    (None where there is no such value: a dropped key, or a fault at the loss's call itself): by the
-    gradient's L1 norm per token (``hit1``, ``mass``), by |gradient x input| (``abs_gxi``), by
-    gradient x input with its sign (``gxi``), and by L1 and |gradient x input| with the peak taken
-    among the tokens that hold a letter or a digit (``l1_content``, ``abs_gxi_content``)."""
+def carrying_source(ctx: BlameContext, truth: dict[str, Any], objective: str) -> tuple[Any, list[str], list[bool]] | None:
+    """At the loss's call, under ``objective``, the gradient of the source that carried the corrupted
+    value into it, its tokens' texts and which of them lie in the value; None where there is no such
+    value (a dropped key, or a fault at the loss's call itself) or ``contrast`` cannot apply."""
     path = truth["path"]
     if len(path) < 2 or str(path[-2]) not in truth.get("corrupted", {}) or not ctx.loss.spans:
         return None
@@ -148,7 +146,20 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     a, b = truth["corrupted"][str(src)][0]
     base = r.source_chars[src][0][0]
     inside = [r.offsets[p][0] < base + b and r.offsets[p][1] > base + a for p in s.positions]
-    tokens = [r.text[r.offsets[p][0]:r.offsets[p][1]] for p in s.positions]
+    return s, [r.text[r.offsets[p][0]:r.offsets[p][1]] for p in s.positions], inside
+
+
+def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) -> dict[str, Any] | None:
+    """hit@1 and mass share of the corrupted value in the source that carried it into the loss's call
+    (:func:`carrying_source`; None where there is none): by the gradient's L1 norm per token
+    (``hit1``, ``mass``), by |gradient x input| (``abs_gxi``), by gradient x input with its sign
+    (``gxi``), by L1 and |gradient x input| with the peak taken among the tokens that hold a letter
+    or a digit (``l1_content``, ``abs_gxi_content``) or by word (``l1_word``, ``abs_gxi_word``), and
+    by the longest word (``longest_word``, no model)."""
+    found = carrying_source(ctx, truth, objective)
+    if found is None:
+        return None
+    s, tokens, inside = found
     content = [has_content(t) for t in tokens]
     out: dict[str, Any] = _hit_and_mass(s.l1, inside)
     out["l1_content"] = _hit_and_mass(s.l1, inside, content)
