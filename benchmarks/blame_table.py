@@ -37,8 +37,11 @@ TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
 SCORE_NAMES = (("abs_gxi", "|gradient x input|"), ("gxi", "signed gradient x input"),  # token scores beside L1
                ("l1_content", "L1 among content tokens"), ("abs_gxi_content", "|gradient x input| among content tokens"),
                ("l1_word", "L1 summed over each word"), ("abs_gxi_word", "|gradient x input| summed over each word"),
-               ("longest_word", "the longest word (no model)"))
-WORD_PAIRS = (("vs_longest_word", "the longest word"), ("vs_content", "its peak content token"))  # a word score's pairs
+               ("longest_word", "the longest word (no model)"),
+               ("l1_value_word", "L1 summed over each word that is not a key"),
+               ("longest_value_word", "the longest word that is not a key (no model)"))
+WORD_PAIRS = (("vs_longest_word", "the longest word"), ("vs_content", "its peak content token"),  # a word score's pairs
+              ("vs_longest_value_word", "the longest word that is not a key"), ("vs_word", "its word score with keys"))
 
 
 def _word_pairs(t: dict) -> str:

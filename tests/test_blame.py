@@ -617,6 +617,45 @@ def test_word_scores_sum_a_words_tokens_and_the_longest_word_is_their_control():
     assert "vs_longest_word" not in s["longest_word"] and "vs_content" not in s["l1_content"]
 
 
+def test_value_word_skips_a_lines_key_and_its_control_is_the_longest_value_word():
+    """``l1_value_word``, by hand: in ``coin: calm valley`` lines the peak word is taken among the words
+    that are not a line's key (no colon before them on the line, one after); the summary pairs it with
+    its control ``longest_value_word`` and with ``l1_word``. A sentence has no key."""
+    from types import SimpleNamespace as NS
+
+    from agentgrad.benchmarks.planted.bench import _token, is_key, token_precision, value_groups, word_groups
+
+    toks = ["coin", ":", " calm", " valley", "\n", "bank", ":", " 1", "4", ":", "3", "0"]
+    groups = word_groups(toks)
+    assert [is_key(toks, g) for g in groups] == [True, False, False, True, False]  # coin, calm, valley, bank, 14:30
+    prose = ["The", " storm", " is", " at", " 1", "4", ":", "3", "0", "."]  # a colon a digit follows: no key
+    assert not any(is_key(prose, g) for g in word_groups(prose))
+    label = ["Phone", " number", ":", " 5", "\n", "x", ":"]  # a key of two words; one that ends its line
+    assert [is_key(label, g) for g in word_groups(label)] == [True, True, False, True]
+    assert value_groups(["a", ":"], word_groups(["a", ":"])) == [[0]]  # every word a key: all of them
+    assert not is_key(["x", ":", " y", ":"], [2])  # after the line's first colon: a value
+    text = "coin: calm valley\nbank: 14:30"
+    offsets, at = [], 100
+    for t in toks:
+        offsets.append((at, at + len(t)))
+        at += len(t)
+    # L1: the key "coin" 9 tops every word (a miss by word); among the values " calm" 5 leads (a hit)
+    src = NS(source=1, positions=list(range(len(toks))), l1=[9.0, 1.0, 5.0, 3.0, 0.1, 1.0, 0.1, 0.5, 0.5, 0.1, 0.5, 0.5],
+             gxi=[0.0] * len(toks))
+    render = NS(text=" " * 100 + text, offsets=offsets, source_chars={1: [(100, 100 + len(text))]})
+    ctx = NS(loss=NS(spans={2: [(0, 7)]}), attribute=lambda node, region: NS(sources=[src]), render=lambda node: render)
+    t = token_precision(ctx, {"path": [1, 2], "corrupted": {"1": [(6, 17)]}}, "targeted")  # "calm valley"
+    assert t["l1_word"]["hit1"] == 0.0 and t["l1_value_word"]["hit1"] == 1.0
+    assert t["longest_word"]["hit1"] == 0.0 and t["longest_value_word"]["hit1"] == 0.0  # "14:30": four digits
+    other = {"hit1": 0.0, "mass": 0.2, "l1_word": {"hit1": 1.0, "mass": 0.2}, "l1_value_word": {"hit1": 1.0, "mass": 0.2},
+             "longest_word": {"hit1": 0.0, "mass": 0.3}, "longest_value_word": {"hit1": 1.0, "mass": 0.3}}
+    s = _token([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
+    assert s["l1_value_word"]["hit1"]["value"] == 1.0 and s["longest_value_word"]["hit1"]["value"] == 0.5
+    assert (s["l1_value_word"]["vs_longest_value_word"]["diff"], s["l1_value_word"]["vs_longest_value_word"]["wins"]) == (0.5, 1)
+    assert (s["l1_value_word"]["vs_word"]["diff"], s["l1_value_word"]["vs_word"]["wins"]) == (0.5, 1)
+    assert "vs_word" not in s["longest_value_word"]
+
+
 def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     """benchmarks/token_candidates.py score: two hand-made episodes ("city: 15:30" in four tokens)."""
     import subprocess
@@ -638,8 +677,28 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     assert out.stdout.startswith("2 episodes (")
     for line in ("| `targeted/l1/token` | 0.00 |", "| `targeted/l1/word_sum` | 0.50 |", "| `contrast/l1/token` | 0.50 |",
                  "| `targeted/abs_gxi/word_sum` | 0.00 |", "| `control/longest_word` | 1.00 |",
-                 "| `control/random_word` | 0.50 |", "| `control/random_content_token` | 0.67 |"):
+                 "| `control/random_word` | 0.50 |", "| `control/random_content_token` | 0.67 |",
+                 # "city" is the line's key: among the other words only the value is left
+                 "| `targeted/l1/value_word_sum` | 1.00 |", "| `control/longest_value_word` | 1.00 |",
+                 # by cell (one file, no topology): the worst cell is the only one
+                 "| `targeted/l1/word_sum` | 0.50 | 0.50 |"):
         assert line in out.stdout, line
+    # where targeted/l1/word_sum misses (episode 2): on "city", the key of the value's own line
+    why = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1/word_sum"],
+                         capture_output=True, text=True)
+    assert why.returncode == 0 and "| d | 2 | 1 | 1 | 0 | 0 |" in why.stdout, why.stdout + why.stderr
+    bad_explain = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1"],
+                                 capture_output=True, text=True)
+    assert bad_explain.returncode == 1 and "--explain takes a word candidate" in bad_explain.stderr
+    assert bad_explain.stdout == ""  # refused before any table
+    # paired on the same episodes: the value word hits twice, the word once (+0.50, one won, none lost)
+    pr = subprocess.run([sys.executable, str(script), "score", str(dump), "--pair", "targeted/l1/value_word_sum,targeted/l1/word_sum"],
+                        capture_output=True, text=True)
+    row = "| `targeted/l1/value_word_sum` | `targeted/l1/word_sum` | d | 2 | 1.00 | 0.50 | +0.50 ["
+    assert pr.returncode == 0 and row in pr.stdout and pr.stdout.rstrip().endswith("| 1 | 0 | 1 |"), pr.stdout
+    for bad_pair in ("targeted/l1/word_sum", "targeted/l1/word_sum,nothing"):
+        bp = subprocess.run([sys.executable, str(script), "score", str(dump), "--pair", bad_pair], capture_output=True, text=True)
+        assert bp.returncode == 1 and "--pair" in bp.stderr and "Traceback" not in bp.stderr
     bad = subprocess.run([sys.executable, str(script), "score", str(tmp_path / "none.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 1 and "cannot read" in bad.stderr and "Traceback" not in bad.stderr
 

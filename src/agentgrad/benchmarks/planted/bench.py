@@ -24,7 +24,12 @@ were read, so the choice among all of them was made on seed 10 again and is repo
 whose content tokens' scores sum highest is the peak (a hit where most of its content tokens lie in
 the value); ``longest_word`` is their model-free control, the word with most content tokens (a value
 in digits is long, so length alone often points at it). These three were added after seeds 13 and
-14 were read: chosen on seed 10 again, reported on seeds 15 and 16. Objectives:
+14 were read: chosen on seed 10 again, reported on seeds 15 and 16. Under ``l1_value_word`` the
+peak word is taken among the words that are not a line's key (:func:`is_key`: before the first colon
+of its line; a text without such lines has no key, and the score is ``l1_word``): where a word score
+misses, the peak most often lies on the key of the value's own line, the fact found but its name
+taken for its value. ``longest_value_word`` is its model-free control. These two were added after
+seeds 15 and 16 were read: chosen on seed 10, reported on seeds 17 and 18. Objectives:
 ``whole``, ``targeted`` (the loss's span) and ``contrast`` (the span against the loss's expected
 answer in its place, :mod:`agentgrad.attribution.contrast`: what the wrong value and the right one
 share cancels), the last paired with ``targeted`` under each score.
@@ -32,6 +37,7 @@ share cancels), the last paired with ``targeted`` under each score.
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -59,7 +65,12 @@ TRUTH_EXTRAS = ("decoy_later", "transform")  # what a record keeps of a family's
 
 TOKEN_OBJECTIVES = ("whole", "targeted", "contrast")  # objectives whose token precision a record keeps
 # reported beside the L1 norm (the module docstring); ``longest_word`` uses no model, the word scores' control
-TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content", "l1_word", "abs_gxi_word", "longest_word")
+TOKEN_SCORES = ("abs_gxi", "gxi", "l1_content", "abs_gxi_content", "l1_word", "abs_gxi_word", "longest_word",
+                "l1_value_word", "longest_value_word")
+# a word score's pairs in the summary: (key, the score it is paired with); the controls have none
+WORD_PAIRS = {"l1_word": (("vs_longest_word", "longest_word"), ("vs_content", "l1_content")),
+              "abs_gxi_word": (("vs_longest_word", "longest_word"), ("vs_content", "abs_gxi_content")),
+              "l1_value_word": (("vs_longest_value_word", "longest_value_word"), ("vs_word", "l1_word"))}
 
 
 def has_content(token: str) -> bool:
@@ -95,21 +106,45 @@ def word_in(group: list[int], inside: list[bool]) -> float:
     return float(2 * sum(inside[i] for i in group) > len(group))
 
 
-def _word_hit(scores: list[float], inside: list[bool], tokens: list[str]) -> dict[str, float]:
-    """hit@1 by word: each word (:func:`word_groups`) scored by the sum of its content tokens'
-    scores; a hit where the top word is in the value (:func:`word_in`; the first of ties). The mass
-    share is the tokens' (:func:`_hit_and_mass`)."""
+_KEY = re.compile(r"[^:\n]*?(?=:(?:[ \t]|$))")  # a line's key: up to its first colon that a space or the line's end follows
+
+
+def is_key(tokens: list[str], group: list[int]) -> bool:
+    """Whether a word (a group of :func:`word_groups`) lies in a line's key: the text from the line's
+    start to its first colon, where that colon is followed by a space or ends the line (``coin: calm
+    valley``; not ``at 14:30``, whose colon a digit follows)."""
+    starts = [0]
+    for t in tokens:
+        starts.append(starts[-1] + len(t))
+    text, a, b = "".join(tokens), starts[group[0]], starts[group[-1] + 1]
+    lo = text.rfind("\n", 0, a) + 1
+    hi = text.find("\n", lo)
+    line = text[lo:hi if hi >= 0 else len(text)]
+    m = _KEY.match(line)
+    return bool(m) and b - lo <= m.end()
+
+
+def value_groups(tokens: list[str], groups: list[list[int]]) -> list[list[int]]:
+    """The words that are not keys (:func:`is_key`); every word where all are keys."""
+    return [g for g in groups if not is_key(tokens, g)] or groups
+
+
+def _word_hit(scores: list[float], inside: list[bool], tokens: list[str],
+              groups: list[list[int]] | None = None) -> dict[str, float]:
+    """hit@1 by word: each word (:func:`word_groups` of ``tokens``, or ``groups`` where given) scored
+    by the sum of its content tokens' scores; a hit where the top word is in the value (:func:`word_in`;
+    the first of ties). The mass share is the tokens' (:func:`_hit_and_mass`)."""
     out = _hit_and_mass(scores, inside)
-    groups = word_groups(tokens)
+    groups = word_groups(tokens) if groups is None else groups
     if groups:
         out["hit1"] = word_in(max(groups, key=lambda g: sum(scores[i] for i in g)), inside)
     return out
 
 
-def longest_word_hit(inside: list[bool], tokens: list[str]) -> float:
+def longest_word_hit(inside: list[bool], tokens: list[str], groups: list[list[int]] | None = None) -> float:
     """The model-free control of the word scores: hit@1 of the word with most content tokens (the
     first of ties). A value written in digits is many tokens, so length alone points at it often."""
-    return _word_hit([1.0 if has_content(t) else 0.0 for t in tokens], inside, tokens)["hit1"]
+    return _word_hit([1.0 if has_content(t) else 0.0 for t in tokens], inside, tokens, groups)["hit1"]
 
 
 def _hit_and_mass(scores: list[float], inside: list[bool], among: list[bool] | None = None) -> dict[str, float]:
@@ -154,22 +189,26 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     (:func:`carrying_source`; None where there is none): by the gradient's L1 norm per token
     (``hit1``, ``mass``), by |gradient x input| (``abs_gxi``), by gradient x input with its sign
     (``gxi``), by L1 and |gradient x input| with the peak taken among the tokens that hold a letter
-    or a digit (``l1_content``, ``abs_gxi_content``) or by word (``l1_word``, ``abs_gxi_word``), and
-    by the longest word (``longest_word``, no model)."""
+    or a digit (``l1_content``, ``abs_gxi_content``) or by word (``l1_word``, ``abs_gxi_word``; among
+    the words that are not keys, ``l1_value_word``), and by the longest word (``longest_word``,
+    ``longest_value_word``, no model)."""
     found = carrying_source(ctx, truth, objective)
     if found is None:
         return None
     s, tokens, inside = found
-    content = [has_content(t) for t in tokens]
+    content, groups = [has_content(t) for t in tokens], word_groups(tokens)
     out: dict[str, Any] = _hit_and_mass(s.l1, inside)
     out["l1_content"] = _hit_and_mass(s.l1, inside, content)
-    out["l1_word"] = _word_hit(list(s.l1), inside, tokens)
-    out["longest_word"] = {"hit1": longest_word_hit(inside, tokens), "mass": sum(inside) / len(inside)}  # no model
+    out["l1_word"] = _word_hit(list(s.l1), inside, tokens, groups)
+    out["longest_word"] = {"hit1": longest_word_hit(inside, tokens, groups), "mass": sum(inside) / len(inside)}  # no model
+    values = value_groups(tokens, groups)
+    out["l1_value_word"] = _word_hit(list(s.l1), inside, tokens, values)
+    out["longest_value_word"] = {"hit1": longest_word_hit(inside, tokens, values), "mass": out["longest_word"]["mass"]}
     if len(s.gxi) == len(s.l1):
         out["abs_gxi"] = _hit_and_mass([abs(v) for v in s.gxi], inside)
         out["gxi"] = _hit_and_mass(list(s.gxi), inside)  # signed: the token that raises the objective most
         out["abs_gxi_content"] = _hit_and_mass([abs(v) for v in s.gxi], inside, content)
-        out["abs_gxi_word"] = _word_hit([abs(v) for v in s.gxi], inside, tokens)
+        out["abs_gxi_word"] = _word_hit([abs(v) for v in s.gxi], inside, tokens, groups)
     return out
 
 
@@ -356,11 +395,10 @@ def _token(records: list[dict[str, Any]]) -> dict[str, Any]:
                 if both:  # and paired with L1's hit on the same episodes
                     token[obj][score] = {**_precision_summary([v[score] for v in both]),
                                          "vs_l1": paired([v[score]["hit1"] for v in both], [v["hit1"] for v in both])}
-                    if score.endswith("_word") and score != "longest_word":  # against length alone, and the peak token
-                        for vs, other in (("vs_longest_word", "longest_word"), ("vs_content", score[:-4] + "content")):
-                            if all(other in v for v in both):
-                                token[obj][score][vs] = paired([v[score]["hit1"] for v in both],
-                                                               [v[other]["hit1"] for v in both])
+                    for vs, other in WORD_PAIRS.get(score, ()):  # against length alone, and the finer score
+                        if all(other in v for v in both):
+                            token[obj][score][vs] = paired([v[score]["hit1"] for v in both],
+                                                           [v[other]["hit1"] for v in both])
     if "contrast" in token and "targeted" in token:  # the contrast against the targeted objective, per score
         both = [(r["token"]["contrast"], r["token"]["targeted"]) for r in records
                 if r.get("token") and r["token"].get("contrast") and r["token"].get("targeted")]
