@@ -36,7 +36,7 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {
     "sum": sum, "mean": lambda v: sum(v) / len(v), "max": max, "sqrt": lambda v: sum(v) / len(v) ** 0.5}
 
 
-def dump(seed: int, episodes: int, out: Path, fault: str, topologies: list[str] | None = None) -> None:
+def dump(seed: int, episodes: int, out: Path, fault: str, topologies: list[str] | None = None, style: str = "lines") -> None:
     from agentgrad.attribution.scorer import Scorer
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import carrying_source
@@ -50,9 +50,9 @@ def dump(seed: int, episodes: int, out: Path, fault: str, topologies: list[str] 
         sc = Scorer(str(resolve_scorer("smollm2")), device="cpu", on_too_long="skip")
         for topo in topologies:
             for i in range(episodes):
-                ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval")  # as bench blame draws them
+                ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval", style=style)  # as bench blame draws them
                 ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed=seed + i)
-                rec: dict[str, Any] = {"episode": ep.trace.id, "fault": fault, "topology": topo,
+                rec: dict[str, Any] = {"episode": ep.trace.id, "fault": fault, "topology": topo, "style": style,
                                        "transform": ep.truth.get("transform")}
                 for obj in ("targeted", "contrast"):
                     found = carrying_source(ctx, ep.truth, obj)  # the benchmark's own view of the token
@@ -103,14 +103,34 @@ def miss_kind(rec: dict[str, Any], group: list[int]) -> str:
     """Where a top word that misses the value lies: on the key of the value's own line (``own key``),
     on another line's key (``other key``), or elsewhere (``other value``); keys by the benchmark's
     ``is_key``."""
-    from agentgrad.benchmarks.planted.bench import is_key
+    from agentgrad.benchmarks.planted.bench import is_key, token_line_starts
 
     tokens, inside = rec["tokens"], rec["inside"]
     if not is_key(tokens, group):
         return "other value"
-    line = [t.count("\n") for t in tokens]
-    line = [sum(line[:i]) for i in range(len(tokens))]  # each token's line
+    line = token_line_starts(tokens)[2]
     return "own key" if any(inside[i] and line[i] == line[group[0]] for i in range(len(tokens))) else "other key"
+
+
+def read_dump(path: Path) -> list[dict[str, Any]]:
+    """The episodes of a dump that hold both objectives, each checked: tokens, their value mask and
+    every objective's scores of one length."""
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        if not isinstance(r, dict) or "targeted" not in r or "contrast" not in r:
+            continue
+        k = len(r.get("tokens") or [])
+        if not k or len(r.get("inside") or []) != k or any(
+                not isinstance(r[o], dict) or len(r[o].get("l1") or []) != k or len(r[o].get("gxi") or []) != k
+                for o in ("targeted", "contrast")):
+            raise ValueError(f"line {n} is not an episode of a dump (tokens, inside and scores of one length)")
+        rows.append(r)
+    if not rows:
+        sys.exit(f"token_candidates: {path} holds no episode with both objectives")
+    return rows
 
 
 def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> None:
@@ -125,16 +145,17 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> 
         sys.exit(f"token_candidates: --pair takes two candidates, A,B, not {bad[0]!r}")
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
     hits: dict[str, list[float]] = {}
+    stems = [p.stem for p in paths]
     for path in paths:
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        rows = [r for r in rows if "targeted" in r and "contrast" in r]
-        if not rows:
-            sys.exit(f"token_candidates: {path} holds no episode with both objectives")
+        label = path.stem if stems.count(path.stem) == 1 else str(path)  # two files of one name stay apart
+        rows = read_dump(path)
         for r in rows:
-            cell = cells.setdefault((path.stem, str(r.get("topology"))), {})
+            cell = cells.setdefault((label, str(r.get("topology"))), {})
             for k, v in candidates(r).items():
                 hits.setdefault(k, []).append(v)
                 cell.setdefault(k, []).append(v)
+    if unknown := [c for pr in pair_of for c in pr if c not in hits]:
+        sys.exit(f"token_candidates: --pair: no candidate {unknown[0]!r} (the first table lists them)")
     n = len(next(iter(hits.values())))
     print(f"{n} episodes ({', '.join(map(str, paths))})\n\n| candidate | hit@1 |\n|---|---|")
     mean = {k: sum(v) / len(v) for k, v in hits.items()}
@@ -147,8 +168,6 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> 
     print("|---|---|" + "---|" * len(names))
     for k in sorted(hits, key=lambda k: (k.startswith("control"), -min(per[k]), -mean[k])):
         print(f"| `{k}` | {min(per[k]):.2f} | " + " | ".join(f"{v:.2f}" for v in per[k]) + " |")
-    if unknown := [c for pr in pair_of for c in pr if c not in hits]:
-        sys.exit(f"token_candidates: --pair: no candidate {unknown[0]!r} (the first table lists them)")
     if pair_of:
         from agentgrad.benchmarks.stats import paired
 
@@ -173,8 +192,9 @@ def word_candidate(name: str) -> tuple[str, str, Callable[[list[float]], float],
         obj, key, agg = name.split("/")
         values = agg.startswith("value_word_")
         fn = AGGREGATES[agg.removeprefix("value_").removeprefix("word_")]
-        assert obj in ("targeted", "contrast") and key in ("l1", "abs_gxi") and agg.removeprefix("value_").startswith("word_")
-    except (ValueError, KeyError, AssertionError):
+        if obj not in ("targeted", "contrast") or key not in ("l1", "abs_gxi") or not agg.removeprefix("value_").startswith("word_"):
+            raise ValueError(name)
+    except (ValueError, KeyError):
         sys.exit(f"token_candidates: --explain takes a word candidate such as contrast/l1/word_sum or "
                  f"targeted/l1/value_word_sum, not {name!r}")
     return obj, key, fn, values
@@ -187,8 +207,7 @@ def explain_misses(paths: list[Path], name: str) -> None:
 
     print(f"\nWhere `{name}` misses (its top word):\n\n| file | episodes | misses | own key | other key | other value |\n|---|---|---|---|---|---|")
     for path in paths:
-        rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
-        rows = [r for r in rows if "targeted" in r and "contrast" in r]
+        rows = read_dump(path)
         kinds = {"own key": 0, "other key": 0, "other value": 0}
         for r in rows:
             scores = [abs(v) for v in r[obj]["gxi"]] if key == "abs_gxi" else r[obj]["l1"]
@@ -208,6 +227,7 @@ def main() -> None:
     d.add_argument("--episodes", type=int, default=25, help="per topology")
     d.add_argument("--fault", default="transformed")
     d.add_argument("--topologies", default="", help="comma-separated (default: every topology)")
+    d.add_argument("--style", default="lines", choices=("lines", "prose"), help="how the calls write (bench blame --style)")
     d.add_argument("--out", type=Path, required=True, help="a new JSONL file")
     s = sub.add_parser("score", help="hit@1 of every candidate on a dump")
     s.add_argument("file", type=Path, nargs="+", help="one or more dumps (each a family: a cell is a file and a topology)")
@@ -217,14 +237,14 @@ def main() -> None:
     a = ap.parse_args()
     try:
         if a.cmd == "dump":
-            dump(a.seed, a.episodes, a.out, a.fault, [t for t in a.topologies.split(",") if t])
+            dump(a.seed, a.episodes, a.out, a.fault, [t for t in a.topologies.split(",") if t], a.style)
         else:
             score(a.file, a.explain, tuple(a.pair))
     except FileExistsError:
         sys.exit(f"token_candidates: {a.out} exists; give a new --out")
     except (OSError, ValueError, KeyError) as e:
-        what = f"read {' '.join(map(str, a.file))}" if a.cmd == "score" else f"write {a.out}"
-        sys.exit(f"token_candidates: cannot {what} ({e})")
+        what = f"cannot read {' '.join(map(str, a.file))}" if a.cmd == "score" else f"dump to {a.out} failed"
+        sys.exit(f"token_candidates: {what} ({e})")
 
 
 if __name__ == "__main__":

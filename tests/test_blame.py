@@ -634,6 +634,13 @@ def test_value_word_skips_a_lines_key_and_its_control_is_the_longest_value_word(
     assert [is_key(label, g) for g in word_groups(label)] == [True, True, False, True]
     assert value_groups(["a", ":"], word_groups(["a", ":"])) == [[0]]  # every word a key: all of them
     assert not is_key(["x", ":", " y", ":"], [2])  # after the line's first colon: a value
+    # a token that opens its line with a newline; a colon inside the key's token; CRLF; a tab
+    nl = ["coin", ":", " a", "\nbank", ":", " b"]
+    assert [is_key(nl, g) for g in word_groups(nl)] == [True, False, True, False]
+    assert [is_key(t, g) for t in (["time:", " x"], ["Phone", " number:", " 5"]) for g in word_groups(t)] == \
+        [True, False, True, True, False]
+    assert [is_key(t, g) for t in (["x", ":\r\n", "y", ":\t", "z"],) for g in word_groups(t)] == [True, True, False]
+    assert not any(is_key(t, g) for t in (["at", " 14", ":", "30", " note", ":", " x"],) for g in word_groups(t))
     text = "coin: calm valley\nbank: 14:30"
     offsets, at = [], 100
     for t in toks:
@@ -687,6 +694,14 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     why = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1/word_sum"],
                          capture_output=True, text=True)
     assert why.returncode == 0 and "| d | 2 | 1 | 1 | 0 | 0 |" in why.stdout, why.stdout + why.stderr
+    # the other outcomes, by hand: a miss on another line's key, and on another value
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("token_candidates", script)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    rec = {"tokens": ["a", ":", " x", "\nb", ":", " y", " z"], "inside": [False, False, True, False, False, False, False]}
+    assert [tc.miss_kind(rec, g) for g in ([0], [3], [5])] == ["own key", "other key", "other value"]
     bad_explain = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1"],
                                  capture_output=True, text=True)
     assert bad_explain.returncode == 1 and "--explain takes a word candidate" in bad_explain.stderr
@@ -701,6 +716,10 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
         assert bp.returncode == 1 and "--pair" in bp.stderr and "Traceback" not in bp.stderr
     bad = subprocess.run([sys.executable, str(script), "score", str(tmp_path / "none.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 1 and "cannot read" in bad.stderr and "Traceback" not in bad.stderr
+    short = tmp_path / "short.jsonl"  # scores shorter than the tokens
+    short.write_text(json.dumps({**one, "targeted": {"l1": [1.0], "gxi": [1.0]}}) + "\n")
+    bad = subprocess.run([sys.executable, str(script), "score", str(short)], capture_output=True, text=True)
+    assert bad.returncode == 1 and "line 1 is not an episode" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradient():

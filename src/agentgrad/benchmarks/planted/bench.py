@@ -106,22 +106,32 @@ def word_in(group: list[int], inside: list[bool]) -> float:
     return float(2 * sum(inside[i] for i in group) > len(group))
 
 
-_KEY = re.compile(r"[^:\n]*?(?=:(?:[ \t]|$))")  # a line's key: up to its first colon that a space or the line's end follows
+# a line's key: the text before the line's first colon, where a space, a tab or the line's end follows that colon
+_KEY = re.compile(r"[^:\n]*?(?=:(?:[ \t\r]|$))")
+
+
+def token_line_starts(tokens: list[str]) -> tuple[str, list[int], list[int]]:
+    """The tokens' text, where each token's text starts past its leading white space, and the line
+    (counted from 0) each starts on: a token ``"\nbank"`` starts on the line its newline opens."""
+    text, starts, lines, at = "".join(tokens), [], [], 0
+    for t in tokens:
+        starts.append(at + len(t) - len(t.lstrip()))
+        lines.append(text.count("\n", 0, starts[-1]))
+        at += len(t)
+    return text, starts, lines
 
 
 def is_key(tokens: list[str], group: list[int]) -> bool:
     """Whether a word (a group of :func:`word_groups`) lies in a line's key: the text from the line's
-    start to its first colon, where that colon is followed by a space or ends the line (``coin: calm
-    valley``; not ``at 14:30``, whose colon a digit follows)."""
-    starts = [0]
-    for t in tokens:
-        starts.append(starts[-1] + len(t))
-    text, a, b = "".join(tokens), starts[group[0]], starts[group[-1] + 1]
+    start to its first colon, where a space, a tab or the line's end follows that colon (``coin: calm
+    valley``, ``phone number: 5``, ``time:`` as one token; not ``at 14:30``, whose colon a digit
+    follows; a line whose first colon is not a key's has none)."""
+    text, starts, _ = token_line_starts(tokens)
+    a = starts[group[0]]
     lo = text.rfind("\n", 0, a) + 1
     hi = text.find("\n", lo)
-    line = text[lo:hi if hi >= 0 else len(text)]
-    m = _KEY.match(line)
-    return bool(m) and b - lo <= m.end()
+    m = _KEY.match(text[lo:hi if hi >= 0 else len(text)])
+    return bool(m) and a - lo < m.end()
 
 
 def value_groups(tokens: list[str], groups: list[list[int]]) -> list[list[int]]:
