@@ -146,9 +146,9 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> 
     cells: dict[tuple[str, str], dict[str, list[float]]] = {}
     hits: dict[str, list[float]] = {}
     stems = [p.stem for p in paths]
-    for path in paths:
+    read = {path: read_dump(path) for path in paths}
+    for path, rows in read.items():
         label = path.stem if stems.count(path.stem) == 1 else str(path)  # two files of one name stay apart
-        rows = read_dump(path)
         for r in rows:
             cell = cells.setdefault((label, str(r.get("topology"))), {})
             for k, v in candidates(r).items():
@@ -182,7 +182,7 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> 
                       f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] | {d['wins']} | {d['losses']} | "
                       f"{d['p']:.1g} |")
     if explain:
-        explain_misses(paths, explain)
+        explain_misses(read, explain)
 
 
 def word_candidate(name: str) -> tuple[str, str, Callable[[list[float]], float], bool]:
@@ -200,14 +200,14 @@ def word_candidate(name: str) -> tuple[str, str, Callable[[list[float]], float],
     return obj, key, fn, values
 
 
-def explain_misses(paths: list[Path], name: str) -> None:
-    """Where the top word of a word candidate (``OBJ/SCORE/word_AGG``) lies when it misses, per file."""
+def explain_misses(read: dict[Path, list[dict[str, Any]]], name: str) -> None:
+    """Where the top word of a word candidate (``OBJ/SCORE/word_AGG``) lies when it misses, per file
+    (its episodes as :func:`read_dump` read them)."""
     obj, key, fn, values = word_candidate(name)
     from agentgrad.benchmarks.planted.bench import value_groups, word_groups, word_in
 
     print(f"\nWhere `{name}` misses (its top word):\n\n| file | episodes | misses | own key | other key | other value |\n|---|---|---|---|---|---|")
-    for path in paths:
-        rows = read_dump(path)
+    for path, rows in read.items():
         kinds = {"own key": 0, "other key": 0, "other value": 0}
         for r in rows:
             scores = [abs(v) for v in r[obj]["gxi"]] if key == "abs_gxi" else r[obj]["l1"]
