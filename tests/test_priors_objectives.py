@@ -164,6 +164,36 @@ def test_failure_objectives_in_the_walk_fall_back_share_caches_and_reset(tiny_ll
     assert out.blamed and out.trajectories
 
 
+def test_direct_rule_ranks_the_loss_calls_own_steps_by_signed_contrast_from_two_separate_passes(tiny_llama):
+    """``direct``: no walk; every earlier step of a chat log is a source of the final call, ranked by its
+    weight there (signed mean g.e under ``contrast``, computed here from two plain passes); the question
+    (an input) is never blamed, the final call comes last, and the whole ranking costs one backward pass."""
+    from agentgrad.benchmarks.whowhen.bench import whowhen_loss
+
+    tr = log(["A", "B", "C", "B", "A"], step=2, agent="C", subset="algorithm")
+    seen = tr.without_meta("labels")
+    final = seen.calls()[-1]
+    loss = whowhen_loss(tr, True)
+    sc = Scorer(str(tiny_llama))
+    ctx = BlameContext(seen, loss, sc)
+    ranking = get_blame_method("gbc:mean_gxi:contrast:direct")(ctx)
+    assert ctx.backward_passes == 1 and ctx.walked == {final.id: [ranking[0].node]}
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama)
+    r = render_call(sc.tokenizer, final)
+    p, q, g = reference_tokens(sc.tokenizer, r, None, loss.details["expected"])
+    grad, _ = two_pass_gradient(model, r.input_ids[:q], (p, q), r.input_ids[:p] + g, (p, p + len(g)), r.output_range[0])
+    emb = model.get_input_embeddings()(torch.tensor(r.input_ids[:r.output_range[0]])).detach()  # (o_s, H)
+    pos = {s: [t for a, b in ranges for t in range(a, b)] for s, ranges in r.source_ranges.items()}
+    want = {s: (grad[ts] * emb[ts]).sum(-1).mean().item() for s, ts in pos.items()}
+    steps = [n.id for n in seen.calls() if n.id != final.id]
+    assert sorted(want) == [0, *steps]  # the question and every earlier step are sources of the final call
+    assert [b.node for b in ranking] == [*sorted(steps, key=lambda s: -want[s]), final.id]
+    assert [b.score for b in ranking] == pytest.approx([1 / (i + 1) for i in range(len(ranking))])
+    # the plain objective reads the same pass structure but ranks by how much was read, not its sign
+    plain = get_blame_method("gbc:mean_l1:whole:direct")(BlameContext(seen, loss, sc))
+    assert {b.node for b in plain} == {*steps, final.id}
+
+
 def test_whowhen_ground_truth_reaches_the_gradient_only_through_the_failure_objectives(tiny_llama):
     from agentgrad.benchmarks.whowhen.bench import whowhen_loss
 

@@ -8,7 +8,7 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   (``mean_l1``, ``max_l1``, ``mean_gxi``, ``max_gxi``), objective ``OBJ`` (``whole``, ``targeted``;
   failure-conditioned: ``contrast``, the output against the loss's expected answer, and ``judged``,
   the scorer's judgment of the call given the loss: :meth:`~agentgrad.blame.context.BlameContext.attribute`)
-  and rule ``RULE`` (``earliest``, ``path``, ``maxw``, ``stop``, ``carry``, ``follow``, ``origin``);
+  and rule ``RULE`` (``earliest``, ``path``, ``maxw``, ``direct``, ``stop``, ``carry``, ``follow``, ``origin``, ``blend``);
 - ``gbc:W:OBJ:top2``: the walk keeping the two heaviest edges of every call, with the ``stop`` test
   along each path (:func:`~agentgrad.blame.walk.walk_topk`);
 - ``occlusion:OBJ:RULE`` (``maxw``, ``stop``, ``carry``): the same walk with edge weights from

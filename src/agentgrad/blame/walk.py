@@ -14,6 +14,11 @@ Rules (what a walk from a loss blames):
   blames the first agent of every chain whatever happened).
 - ``path``: every call or tool reached, tied (the paper's update rule).
 - ``maxw``: the node whose edge to its successor has the largest weight.
+- ``direct``: no walk: the loss call's own sources (calls and tools), ranked by their weight at that
+  one call; one backward pass. Where every earlier step is a source of the loss call (a chat log such
+  as Who&When's), this ranks every step by what the loss call's objective took from it, and with a
+  signed weight (``mean_gxi``, ``max_gxi``) under ``contrast``, by how far it pushed the produced
+  answer above the expected one (first order), not by how much it was read.
 - ``stop``: walk back only while the source carries the faulty content: the source's
   highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
   span of the target's output), or is the cue right before one (only spaces between, or the key
@@ -87,7 +92,7 @@ from typing import Any
 
 from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
 
-RULES = ("earliest", "path", "maxw", "stop", "carry", "follow", "origin", "blend")
+RULES = ("earliest", "path", "maxw", "direct", "stop", "carry", "follow", "origin", "blend")
 CONTENT_RULES = ("stop", "carry")
 SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
 # ``origin``: followed text whose tokens average below p = e^-5 (1/148) given the step's inputs was
@@ -243,6 +248,8 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     ctx.walked = {}
     if rule in ("follow", "origin", "blend"):
         return walk_follow(ctx, weight, objective, rng, INVENTED if rule != "follow" else None, rule == "blend")
+    if rule == "direct":
+        return _direct(ctx, weight, objective, occlusion, rng)
     if rule not in CONTENT_RULES:
         return _walk_tree(ctx, weight, rule, objective, occlusion, rng)
     node = ctx.target
@@ -478,6 +485,21 @@ def _fork(ctx: Any, node: int, pool: list[int], where: dict[int, Any], atts: dic
     (up, more, found), ctx.walked = next((t for t in tried if t[0][2]),
                                          next((t for t in tried if t[0][1]), tried[0]))
     return up, more, found
+
+
+def _direct(ctx: Any, weight: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
+    """``direct``: the loss call's sources that are calls or tools, heaviest first by ``weight`` (ranks
+    1, 1/2, ...), then the loss call itself; no walk. A loss call with no such source blames itself."""
+    target = ctx.target
+    if ctx.trace.nodes[target].kind != "call":
+        return [ctx.blame(target, 1.0)]
+    region = tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None
+    weights, _, _ = _sources(ctx, target, region, weight, occlusion, None)
+    pool = [s for s in weights if ctx.trace.nodes[s].kind in ("call", "tool")]
+    ranked = strongest(pool, lambda s: weights[s], len(pool), rng)
+    if ranked:
+        ctx.walked[target] = ranked[:1]
+    return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate([*ranked, target])]
 
 
 def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
