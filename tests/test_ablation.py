@@ -248,6 +248,23 @@ def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_tw
     assert "| oracle | 1 (1 x 1) |" in out.stdout and "| random | 1 (1 x 1) |" in out.stdout
     assert "| pipeline |" not in out.stdout  # neither the noise floor nor the cases of the other system
     assert "- oracle - random: +0.500 [" in out.stdout and "1 cases won / 0 lost of 1; same test answers on 0 runs" in out.stdout
+    listed = tmp_path / "pre-registered.txt"  # a pre-registered set of cases: c1 (pipeline) only
+    listed.write_text(f"# chosen before its runs\n\n{names['c1']}  # the stale example\n")
+    out = run("--seeds", "0", "--case-list", str(listed), "--pairs", "oracle-random")
+    assert out.returncode == 0, out.stderr
+    assert "| oracle | 1 (1 x 1) |" in out.stdout and "| fanin |" not in out.stdout
+    assert "- oracle - random: +0.250 [" in out.stdout  # c1, seed 0: oracle 1000, random 0000
+    assert "predict test gain?**" in run("--case-list", str(listed)).stdout
+    blind = run("--case-list", str(listed), "--blind")  # the pre-registered statistic withheld, the gains kept
+    assert blind.returncode == 0 and "predict test gain?**" not in blind.stdout and "withheld" in blind.stdout
+    assert "| oracle | 2 (1 x 2) |" in blind.stdout
+    listed.write_text(f"{names['c1']}\nno-such-case\n")
+    bad = run("--case-list", str(listed))
+    assert bad.returncode != 0 and "'no-such-case' is not a case of the benchmark" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    listed.write_text("# nothing yet\n")
+    bad = run("--case-list", str(listed))
+    assert bad.returncode != 0 and "names no case" in bad.stderr and "Traceback" not in bad.stderr
     bad = run("--seeds", "7")
     assert bad.returncode != 0 and bad.stderr.strip().startswith("error: no runs") and "Traceback" not in bad.stderr
     bad = run("--seeds", "0", "--pairs", "oracle-random-x")

@@ -246,6 +246,44 @@ def test_blame_command_names_the_planted_tool_and_writes_the_report(tmp_path, ca
     assert "imported from" in html and "calls 5, agents supervisor, researcher, analyst, tools 1" in html
 
 
+def test_blame_with_the_expected_answer_contrasts_the_produced_one(tmp_path, capsys, tiny_llama):
+    """``--expected`` puts the right answer where the ``contrast`` objective differentiates it; a contrast
+    method named without it (which would silently be the whole objective) is refused before a model loads."""
+    from agentgrad.blame.outcome import blame_episode
+    from agentgrad.importers.blame import blame_file
+
+    w = SpanWriter()
+    supervisor_episode(w, "P" * 32, "Lyon", "9,999,999")
+    f = _write(tmp_path / "spans.json", w.export())
+    out = tmp_path / "B"
+    m = "gbc:max_l1:contrast:direct"
+    assert main(["blame", str(f), "--loss", "wrong figure", "--method", m, "--scorer", str(tmp_path / "no-model"),
+                 "--out", str(out)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--expected" in err and not out.exists()
+    tr = import_file(f).traces[0]
+    with pytest.raises(ConfigError, match="expected answer is empty"):
+        ag.verbal_loss(tr, "x", expected=" ")
+    with pytest.raises(ConfigError, match="right one"):  # the library refuses it too, before any model loads
+        ag.blame(tr, ag.verbal_loss(tr, "wrong figure"), method=m)
+    tb = blame_file(f, "wrong figure", wrong="9,999,999", expected="522,969", methods=[m, "gbc:max_l1:whole:direct"],
+                    scorer=str(tiny_llama))
+    assert tb.loss.details["expected"] == "522,969" and tb.loss.details["wrong"] == "9,999,999"
+    # the same ranking as the loss built by hand with that answer; the method reads the answer it was given
+    hand = ag.verbal_loss(tb.trace, "wrong figure", wrong="9,999,999", expected="522,969")
+    assert hand.to_dict() == tb.loss.to_dict()
+    assert tb.outcomes[m].ranking == blame_episode(m, tb.trace, hand, tb.model).ranking
+    # another right answer, another gradient at the loss's span
+    from agentgrad.blame.context import BlameContext
+
+    def weights(loss):
+        with BlameContext(tb.trace, loss, tb.model).objective_of("contrast") as c:
+            return [s.l1 for s in c.attribute(loss.targets[0], None).sources]
+
+    other = ag.verbal_loss(tb.trace, "wrong figure", wrong="9,999,999", expected="Lyon is the capital")
+    assert weights(hand) != weights(other)
+
+
 def test_import_help_lists_every_format(capsys):
     assert main(["import", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())

@@ -69,11 +69,14 @@ def attribute(trace: Trace, scorer: Any) -> Attribution:
     return Attribution(trace, nodes, graph, sc.describe())
 
 
-def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str | int | None = None) -> VerbalLoss:
+def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str | int | None = None,
+                expected: str | None = None) -> VerbalLoss:
     """A verbal loss for a recorded trace, from words: attached to ``target`` (a node id, or an agent
     name: its last call; default the trace's last call, the final answer), and, with ``wrong``, the
     places of that text in the target's output as the loss's spans (what the loss-targeted objective
-    differentiates and the string-provenance method follows back)."""
+    differentiates and the string-provenance method follows back). With ``expected`` (the right
+    answer, or the right text in place of ``wrong``), the failure-conditioned ``contrast`` objective
+    differentiates the produced output against it (``details["expected"]``)."""
     calls = trace.calls()
     if not calls:
         raise ConfigError("the trace has no call node to attach a loss to")
@@ -102,18 +105,22 @@ def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str |
             raise ConfigError(f"the wrong text {wrong!r} is not in the output of node {node.id} ({node.name}): "
                               f"{node.text[:200]!r}")
         spans[node.id] = found
-    return VerbalLoss(str(text), [node.id], "generic", {"produced": node.text, **({"wrong": wrong} if wrong else {})},
-                      spans)
+    if expected is not None and not str(expected).strip():
+        raise ConfigError("the expected answer is empty: give the right answer, or leave it out")
+    details = {"produced": node.text, **({"wrong": wrong} if wrong else {}),
+               **({"expected": str(expected)} if expected is not None else {})}
+    return VerbalLoss(str(text), [node.id], "generic", details, spans)
 
 
 def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: Any = None, judge: Any = None,
           seed: int = 0) -> list[Any]:
     """The agents to blame for ``loss``, best first: ``[Blame(agent, node, score)]`` by any method of the
     blame registry (``agentgrad.blame.methods.list_blame_methods()``; docs/blame.md)."""
-    from agentgrad.blame.methods import canonical, needs_scorer
+    from agentgrad.blame.methods import canonical, check_expected, needs_scorer
     from agentgrad.blame.outcome import blame_episode
 
     name = canonical(method)  # an unknown name fails here, listing the valid ones
+    check_expected([name], loss.details.get("expected"))
     sc = load_scorer(scorer) if scorer is not None else None
     if sc is None and needs_scorer(name):
         raise ConfigError(f"blame method {method!r} needs a white-box scorer: pass scorer=MODEL")

@@ -321,6 +321,15 @@ def model_free(name: str) -> bool:
         and not name.startswith("agent:")
 
 
+def check_expected(methods: list[str], expected: str | None) -> None:
+    """A ``contrast`` method needs the right answer to contrast with: without one it would silently be
+    the ``whole`` objective, so naming it without ``expected`` is a one-line :class:`ConfigError`."""
+    contrast = [m for m in methods if canonical(m).startswith("gbc:") and canonical(m).split(":")[2] == "contrast"]
+    if contrast and expected in (None, ""):
+        raise ConfigError(f"{contrast[0]} differentiates the produced answer against the right one: give it "
+                          f"(--expected TEXT; expected= in the library), or choose the whole or targeted objective")
+
+
 def select_methods(spec: str, judge: bool = False, replay: bool = False) -> list[str]:
     """``all``, or a comma list of names, aliases and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``).
 

@@ -20,6 +20,10 @@ def blame_command(
     loss: str = typer.Option(..., "--loss", help="What went wrong, in words (the verbal loss)."),
     wrong: Optional[str] = typer.Option(None, "--wrong", help="The wrong text of the final answer (found there: the "
                                                               "loss's span, which targeted methods follow)."),
+    expected: Optional[str] = typer.Option(None, "--expected", help="The right answer (or the right text in place "
+                                                                    "of --wrong): what the contrast objective "
+                                                                    "(gbc:W:contrast:RULE) differentiates the "
+                                                                    "produced answer against."),
     target: Optional[str] = typer.Option(None, "--target", help="The call the loss attaches to: a node id or an "
                                                                 "agent (its last call); default the last call."),
     trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
@@ -39,12 +43,13 @@ def blame_command(
 ) -> None:
     """Blame an exported trace of your own app: which agent caused the failure, ranked, with a report."""
     from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import select_methods
+    from agentgrad.blame.methods import check_expected, select_methods
     from agentgrad.core.files import check_new_output
     from agentgrad.importers.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
     names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge))
+    check_expected(names, expected)  # before a model loads
     check_new_output(out, overwrite, "dir", protect=[trace])
     jm = Judge(make_judge(judge)) if judge else None
     sc = None
@@ -56,7 +61,7 @@ def blame_command(
             with console.status(f"loading scorer {scorer}"):
                 sc = load_scorer(scorer, device=device, dtype=dtype)
     with console.status("blaming") as status:
-        tb = blame_file(trace, loss, wrong=wrong, target=target, trace_id=trace_id, methods=names, scorer=sc,
+        tb = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
                         seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"))
     written = write_blame(tb, out, top_k, seed)
     node = tb.trace.nodes[tb.loss.targets[0]]

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from agentgrad.api import load_scorer, verbal_loss
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.blame.methods import DEFAULT_METHOD, canonical, edge_rule, needs_scorer
+from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import BlameOutcome, blame_episode
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
@@ -82,6 +82,7 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
     loaded only when a method needs gradients, and the trace is attributed once for all of them."""
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
+    check_expected(names, loss.details.get("expected"))
     sc = None
     results: list[Any] = []
     graph = None
@@ -102,7 +103,8 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
 
 def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = None,
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
-               top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None) -> TraceBlame:
+               top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
+               expected: str | None = None) -> TraceBlame:
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
@@ -111,6 +113,8 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
         target: the call the loss attaches to: a node id, or an agent (its last call); default the
             trace's last call.
         trace_id: which trace of a file holding several.
+        expected: the right answer (or the right text in place of ``wrong``): what the ``contrast``
+            objective differentiates the produced output against (``gbc:W:contrast:RULE``).
     """
     res = import_file(path)
     if not res.traces:
@@ -118,7 +122,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
         more = f" (and {len(res.broken) - 1} more broken record(s))" if len(res.broken) > 1 else ""
         raise ConfigError(f"nothing to blame in {path}: {first}{more}")
     trace = pick_trace(res.traces, trace_id, str(path))
-    vl = verbal_loss(trace, loss, wrong=wrong, target=target)
+    vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
     out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method)
     out.source, out.broken = str(path), res.broken
     return out

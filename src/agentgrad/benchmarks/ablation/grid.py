@@ -159,17 +159,25 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     return finish(out, options, seconds, stopped)
 
 
-def load_records(out: Path, seeds: list[int] | None = None, systems: list[str] | None = None
+def load_records(out: Path, seeds: list[int] | None = None, systems: list[str] | None = None,
+                 names: list[str] | None = None
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(case rows, run rows, noise rows)`` of a benchmark folder, of the chosen seeds and systems
-    (default: all). A row of an instance no longer generated (a duplicate) is left out."""
+    """``(case rows, run rows, noise rows)`` of a benchmark folder, of the chosen seeds, systems and
+    case ``names`` (default: all), with the noise floor of the systems those cases are of. A row of an
+    instance no longer generated (a duplicate) is left out."""
     if not (Path(out) / "results.jsonl").is_file():
         raise ConfigError(f"{out} is not a `bench ablation` folder (no results.jsonl)")
     known = {c.name for c in cases() if not systems or c.system in systems}
+    if names is not None:
+        unknown = sorted(set(names) - {c.name for c in cases()})
+        if unknown:
+            raise ConfigError(f"{unknown[0]!r} is not a case of the benchmark ({len(unknown)} such names)")
+        known &= set(names)
     case_rows = [r for r in read_rows(out / "cases.jsonl") if r.get("case") in known]
     rows = [r for r in read_rows(out / "results.jsonl")
             if r.get("case") in known and (seeds is None or r.get("seed") in seeds)]
-    noise = [r for r in read_rows(out / "noise.jsonl") if not systems or r.get("system") in systems]
+    kept = {c.system for c in cases() if c.name in known}  # the noise floor of the systems kept
+    noise = [r for r in read_rows(out / "noise.jsonl") if r.get("system") in kept]
     return case_rows, rows, noise
 
 
