@@ -15,8 +15,11 @@ on the same logs (a last table: both figures, the difference, logs won / lost, s
 ``--union`` adds another folder's scored logs, in place of the same logs excluded here (the
 windowed run of the logs too long for the first). ``--also`` adds the methods another folder
 scored on the same logs, so that methods run apart are compared on one sample. ``--seconds`` adds
-each method's own time per log. Judges get a column counting the logs where they named nothing: no
-parsable verdict even after the re-ask, or a log longer than the judge's context.
+each method's own time per log. The seeded ``random`` arm, where it ran, stands beside analytic
+chance (one draw of it on these logs: a method below it did worse than a random pick did here,
+whatever chance says), and a line after the table names every method below it at each level. Judges
+get a column counting the logs where they named nothing: no parsable verdict even after the re-ask,
+or a log longer than the judge's context.
 
 The figures are the library's own summary of the records (``summarize_whowhen``: agent and step
 accuracy, ties at the top earning 1/ties, 95% Wilson intervals). Where the trivial priors ran
@@ -96,18 +99,25 @@ def main() -> None:
     cols += ["no verdict: unparsable / unread"] if judged else []
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
-    for meth in methods:
+
+    def row_of(meth: str, label: str) -> str:
         cell = m["methods"][meth]
         places = [p for r in scored if r["methods"][meth]["top"]
                   for p in [place(r, r["methods"][meth]["top"]["node"])] if p is not None]
-        row = [f"`{meth}`"] + [f"{cell[k]['value']:.2f} [{cell[k]['ci95'][0]:.2f}, {cell[k]['ci95'][1]:.2f}]"
-                               for k in ("agent", "step")]
+        row = [label] + [f"{cell[k]['value']:.2f} [{cell[k]['ci95'][0]:.2f}, {cell[k]['ci95'][1]:.2f}]"
+                         for k in ("agent", "step")]
         row += [f"{cell['step_within']['5']:.2f}", f"{statistics.median(places):.2f}" if places else "-"]
         row += [f"{cell['seconds']:.0f}"] if a.seconds else []
         row += [f"{cell['unparsed']} / {cell['unread']}" if meth.startswith("judge") else ""] if judged else []
-        print("| " + " | ".join(row) + " |")
+        return "| " + " | ".join(row) + " |"
+
+    for meth in methods:
+        if meth != "random":  # printed beside chance: one seeded draw of it
+            print(row_of(meth, f"`{meth}`"))
     pad = " |" * (len(cols) - 3)
     print(f"| chance (uniform over the log's steps) | {m['chance']['agent']:.2f} | {m['chance']['step']:.2f} |{pad}")
+    if "random" in methods:
+        print(row_of("random", "`random` (seeded: one draw of chance, on these logs)"))
     known = [r for r in scored if r["log"] in first_node]
     if known:
         first = sum(r["truth"]["node"] == first_node[r["log"]] for r in known)
@@ -115,6 +125,7 @@ def main() -> None:
         print(f"| the first step, always (from the labels) | | {first / len(known):.2f} [{lo:.2f}, {hi:.2f}] |{pad}")
         print(f"\nlabelled step's place in the log (median share): "
               f"{statistics.median(place(r, r['truth']['node']) for r in known):.2f}")
+    below_random(m["methods"], methods)
     paired_rows = priors_table(m["methods"], methods)
     if paired_rows is not None:
         cols, rows = paired_rows
@@ -126,6 +137,21 @@ def main() -> None:
             print(f"| `{row[0]}` | " + " | ".join(row[1:]) + " |")
     if a.setting:
         settings_table(a.folder, a.setting, scored, methods)
+
+
+def below_random(figures: dict, methods: list[str]) -> None:
+    """One line after the table: the methods whose agent or step figure is below the seeded ``random``
+    arm's on these logs (analytic chance is an expectation; the seeded arm is what a random pick got
+    here), or that no ``random`` arm ran, so that only chance stands beside the methods."""
+    if "random" not in methods:
+        print("\nno seeded random arm ran on these logs: only analytic chance stands beside the methods")
+        return
+    rand = figures["random"]
+    for level in ("agent", "step"):
+        below = [f"`{x}` {figures[x][level]['value']:.2f}" for x in methods
+                 if x != "random" and figures[x][level]["value"] < rand[level]["value"]]
+        print(f"\nbelow the seeded `random` arm at {level} level ({rand[level]['value']:.2f}): "
+              + (", ".join(below) if below else "none"))
 
 
 def setting_of(folder: Path) -> str:

@@ -1,6 +1,8 @@
 """The docs cannot rot: every `agentgrad` command line in README.md and docs/ parses (its command's
---help exits 0 and lists every option the line uses), every relative link points at a file, the
-README stays one screen, and its Python example runs (slow: it loads SmolLM2)."""
+--help exits 0 and lists every option the line uses), every relative link points at a file and
+heading, the README stays one screen (at most 100 lines, none over 160 characters outside code, a
+findings list of 3-6 short linked bullets), every docs page but the history stays at most 250
+lines, and the README's Python example runs (slow: it loads SmolLM2)."""
 
 from __future__ import annotations
 
@@ -109,12 +111,16 @@ def anchors(page: Path) -> set[str]:
 
 def test_the_anchor_rule_matches_githubs():  # hand-worked headings
     page = ROOT / "README.md"
+    history = ROOT / "docs" / "history.md"
     assert "the-same-benchmark-on-a-real-model-smollm2-135m-instruct" in anchors(
-        ROOT / "docs" / "blame-benchmarks.md")  # "The same benchmark on a real model: SmolLM2-135M-Instruct"
-    assert "whowhen-with-an-open-scorer-smollm2-135m-instruct" in anchors(ROOT / "docs" / "blame-benchmarks.md")
+        history)  # "The same benchmark on a real model: SmolLM2-135M-Instruct"
+    assert "whowhen-with-an-open-scorer-smollm2-135m-instruct" in anchors(ROOT / "docs" / "whowhen.md")  # "Who&When ..."
     assert "the-tests" in anchors(page) and "The tests" not in anchors(page)
     # "The carry test's cue, widened (2026-11-26)": the apostrophe, comma and brackets go
-    assert "the-carry-tests-cue-widened-2026-11-26" in anchors(ROOT / "docs" / "blame-benchmarks.md")
+    assert "the-carry-tests-cue-widened-2026-11-26" in anchors(history)
+    # "The current table: `key: value` logs, ...": backticks and colons go, the spaces stay one each
+    assert "the-current-table-key-value-logs-smollm2-135m-instruct-as-the-scorer" in anchors(
+        ROOT / "docs" / "planted-faults.md")
 
 
 def test_every_relative_link_points_at_a_file_and_heading():
@@ -137,10 +143,64 @@ def test_every_relative_link_points_at_a_file_and_heading():
 
 def test_the_readme_is_one_screen_with_the_test_command_and_links_every_docs_page():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert len(text.splitlines()) <= 150
+    assert len(text.splitlines()) <= 100
     assert "\npython -m pytest -q\n" in text  # .ci/run runs this command
     for page in (ROOT / "docs").glob("*.md"):
         assert f"docs/{page.name}" in text, f"README does not link docs/{page.name}"
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines of a markdown text outside its fenced code blocks."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append(line)
+    return out
+
+
+def test_the_readme_has_no_line_over_160_characters_outside_code():
+    long = [line for line in prose_lines((ROOT / "README.md").read_text(encoding="utf-8")) if len(line) > 160]
+    assert not long, "\n".join(f"{len(line)}: {line[:80]}..." for line in long)
+
+
+def findings(text: str) -> list[list[str]]:
+    """The bullets of the README's ``## What we found`` section, each as its lines."""
+    section = text.split("\n## What we found\n", 1)[1].split("\n## ", 1)[0]
+    bullets: list[list[str]] = []
+    for line in section.splitlines():
+        if line.startswith("- "):
+            bullets.append([line])
+        elif line.startswith("  ") and bullets:
+            bullets[-1].append(line)
+    return bullets
+
+
+def test_the_readme_leads_with_its_findings_each_short_and_linked():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "\n## What we found\n" in text
+    bullets = findings(text)
+    assert 3 <= len(bullets) <= 6, f"{len(bullets)} findings"
+    for b in bullets:
+        assert len(b) <= 2, f"a finding over two lines: {b[0][:60]}"
+        assert re.search(r"\]\((docs/[^)\s]+\.md)(#[^)\s]*)?\)", " ".join(b)), f"a finding without a link: {b[0][:60]}"
+    # the section comes before the tests and the documentation: a first screen leads with it
+    assert text.index("## What we found") < text.index("## The tests") < text.index("## Documentation")
+
+
+def test_findings_are_read_as_bullets_of_at_most_two_lines():  # the reader above, on a hand-made README
+    text = "# x\n\n## What we found\n\n- one [a](docs/a.md)\n  more\n- two\n  and\n  three\n\n## The tests\n- not one\n"
+    assert findings(text) == [["- one [a](docs/a.md)", "  more"], ["- two", "  and", "  three"]]
+    assert prose_lines("a\n```\n" + "x" * 200 + "\n```\nb") == ["a", "b"]
+
+
+def test_every_docs_page_but_the_history_is_at_most_250_lines():
+    pages = sorted((ROOT / "docs").glob("*.md"))
+    assert len(pages) >= 10 and (ROOT / "docs" / "history.md") in pages
+    long = [f"{p.name}: {len(p.read_text(encoding='utf-8').splitlines())} lines" for p in pages
+            if p.name != "history.md" and len(p.read_text(encoding="utf-8").splitlines()) > 250]
+    assert not long, "\n".join(long)
 
 
 @pytest.mark.slow

@@ -320,6 +320,28 @@ def test_whowhen_table_leaves_out_a_method_that_only_some_logs_have(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     assert "left out, not on every log: random" in out and "2 logs scored" in out
     assert "| `first` | 0.50" in out and "`random`" not in out.split("left out")[1]  # t0 right, t1 wrong (B spoke first)
+    assert "no seeded random arm ran on these logs: only analytic chance" in out
+
+
+def test_whowhen_table_prints_the_seeded_random_arm_beside_chance_and_names_who_is_below_it(tmp_path):
+    from agentgrad.benchmarks.whowhen.bench import run_whowhen
+
+    traces = [log(["A", "B", "A"], 0, "A", id="t0", subset="algorithm"), log(["B", "A"], 1, "A", id="t1", subset="algorithm")]
+    run_whowhen(traces, ["first", "last", "random"], out=tmp_path / "W")
+    for rec in (tmp_path / "W" / "logs").glob("*.json"):  # the seeded draw made right at the agent, by hand
+        r = json.loads(rec.read_text())
+        r["methods"]["random"].update(agent=1.0, step=0.0)
+        rec.write_text(json.dumps(r))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
+                         capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("| chance"))
+    assert lines[at + 1].startswith("| `random` (seeded: one draw of chance, on these logs) | 1.00 ")
+    table = out.split("paired on the same logs")[0]  # the first table: random beside chance, not among the methods
+    assert sum(line.startswith("| `random`") for line in table.splitlines()) == 1
+    # first: right on t0 only (0.50 agent, 0.50 step: the labelled step of t0 is the first); last: A spoke last in both
+    assert "below the seeded `random` arm at agent level (1.00): `first` 0.50\n" in out
+    assert "below the seeded `random` arm at step level (0.00): none" in out
 
 
 def test_whowhen_table_pairs_each_method_with_itself_in_the_other_setting(tmp_path):
