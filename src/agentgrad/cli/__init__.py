@@ -132,6 +132,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # our own progress display instead
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from agentgrad.models.threads import configure_process
+
+    configure_process()  # waiting OpenMP threads sleep: a run beside another job does not spin against it
     words = list(itertools.takewhile(lambda a: a.startswith("-"), args))  # the options before the command
     debug = "--debug" in words or os.environ.get("AGENTGRAD_DEBUG") == "1"
     if not debug:  # a library's deprecation notice is for us, not for the user reading the one line

@@ -15,6 +15,7 @@ from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError, ServerUnreachableError
 from agentgrad.core.files import read_text
 from agentgrad.core.redact import redact_text
+from agentgrad.models.threads import compute_threads
 from agentgrad.runs.rundir import RunDir
 
 
@@ -169,7 +170,8 @@ def run_jobs(jobs: list[Any], fn: Callable[[Any], Any], concurrency: int,
              done: Callable[[Any, Any], None]) -> None:
     """``fn(job)`` for every job, at most ``concurrency`` at once, ``done(job, result)`` in this thread.
 
-    Results are handed over as jobs finish, so each is recorded as soon as it exists. If a job
+    Results are handed over as jobs finish, so each is recorded as soon as it exists; the tensor
+    work of the jobs follows the thread layout of :mod:`agentgrad.models.threads`. If a job
     raises, the jobs not yet started are cancelled and the error propagates once the running
     ones have finished (their results are still handed to ``done``).
     """
@@ -180,7 +182,8 @@ def run_jobs(jobs: list[Any], fn: Callable[[Any], Any], concurrency: int,
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+    # the jobs' threads compute beside the batcher's worker: each takes its share of the cores
+    with compute_threads(concurrency), ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = {pool.submit(fn, job): job for job in jobs}
         for f in as_completed(futures):
             if f.cancelled():

@@ -1,0 +1,110 @@
+"""Does a run share the machine fairly? The same command alone and beside a fixed neighbour, in one run.
+
+The neighbour is a separate process running a two-thread PyTorch job (square matrix products in a
+loop, ``torch.set_num_threads(2)``): what a user's other work looks like on a laptop. The command
+runs first alone, then with the neighbour started a second before it and killed when it ends; each
+is timed by wall clock and by the CPU time of the command's own processes (user + system, from
+``getrusage`` of the children), and the figures are the two ratios, with-neighbour / alone, measured
+in the same run so that the machine is the same. On N cores a fair share of a machine shared with
+one job of N threads is about 2x the wall time; CPU time that grows well above 1x means threads
+that spin while they wait (issue 82: 4.8x wall and 2.5x CPU before the thread layout was chosen).
+
+    python benchmarks/contention.py                          # the demo: agentgrad demo --out TMP
+    python benchmarks/contention.py --command bench-blame    # agentgrad bench blame, model-free + SmolLM2
+    python benchmarks/contention.py --json FILE --env OMP_WAIT_POLICY=ACTIVE   # the old layout, to compare
+
+Prints one line per phase and the two ratios, e.g. ``demo: wall 2.21x, CPU 1.08x beside the
+neighbour``; ``--json FILE`` writes them. Never run it beside another CPU-heavy job: the neighbour
+is the only one it should meet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+NEIGHBOUR = """
+import sys, torch
+torch.set_num_threads(2)
+a = torch.randn(512, 512); b = torch.randn(512, 512)
+print("ready", flush=True)
+while True:
+    for _ in range(50):
+        a = (a @ b).tanh_()
+"""
+
+
+def commands(name: str, out: Path) -> list[str]:
+    exe = [sys.executable, "-m", "agentgrad.cli"]
+    if name == "demo":
+        return exe + ["demo", "--out", str(out)]
+    if name == "bench-blame":
+        return exe + ["bench", "blame", "--scorer", "smollm2", "--seed", "10", "--episodes", "8",
+                      "--faults", "wrong_value", "--out", str(out)]
+    raise SystemExit(f"error: --command takes demo or bench-blame, not {name!r}")
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Wall and CPU seconds of ``cmd`` (its own process tree), which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: {' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--command", default="demo", help="demo (default) or bench-blame")
+    p.add_argument("--env", action="append", default=[], help="KEY=VALUE set for the measured command")
+    p.add_argument("--json", type=Path, help="write the figures here")
+    a = p.parse_args(argv)
+    env = dict(os.environ)
+    for kv in a.env:
+        if "=" not in kv:
+            p.error(f"--env takes KEY=VALUE, not {kv!r}")
+        k, v = kv.split("=", 1)
+        env[k] = v
+    work = Path(tempfile.mkdtemp(prefix="agentgrad-contention-"))
+    try:
+        alone = timed(commands(a.command, work / "alone"), env)
+        print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU", flush=True)
+        neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
+                                     env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
+        try:
+            assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "ready"
+            time.sleep(1.0)
+            shared = timed(commands(a.command, work / "shared"), env)
+        finally:
+            neighbour.kill()
+            neighbour.wait()
+        print(f"{a.command} beside a two-thread PyTorch neighbour: {shared['wall_s']} s wall, "
+              f"{shared['cpu_s']} s CPU", flush=True)
+        ratios = {"wall": round(shared["wall_s"] / alone["wall_s"], 2),
+                  "cpu": round(shared["cpu_s"] / alone["cpu_s"], 2)}
+        print(f"{a.command}: wall {ratios['wall']}x, CPU {ratios['cpu']}x beside the neighbour "
+              f"(targets: wall <= 2.5x, CPU <= 1.3x)")
+        if a.json:
+            a.json.write_text(json.dumps({"command": a.command, "env": a.env, "cores": os.cpu_count(),
+                                          "machine": platform.machine(), "alone": alone, "shared": shared,
+                                          "ratios": ratios}, indent=2) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
