@@ -330,18 +330,22 @@ def check_expected(methods: list[str], expected: str | None) -> None:
                           f"(--expected TEXT; expected= in the library), or choose the whole or targeted objective")
 
 
-def select_methods(spec: str, judge: bool = False, replay: bool = False) -> list[str]:
-    """``all``, or a comma list of names, aliases and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``).
+def select_methods(spec: str, judge: bool = False, replay: bool = False, exact: bool = False) -> list[str]:
+    """``all``, or a comma list of names, aliases and prefixes (``gbc:mean_l1``, ``occlusion``, ``judge``),
+    in the order given.
 
     ``all`` takes the judge methods only when a judge is given (``judge``), and ``replay`` only where
-    runs can be replayed (``replay``: ``bench inject``); naming one without it is an error."""
+    runs can be replayed (``replay``: ``bench inject``); naming one without it is an error. A name is
+    also the prefix of its variants (``provenance`` selects ``provenance:earliest``, ``provenance:key``,
+    ...), as the benchmarks' ``--methods`` take it; with ``exact`` (``agentgrad blame --method``) a
+    name selects itself alone, and only a prefix that is no name selects its family."""
     names = list_blame_methods()
     if spec == "all":
         return [n for n in names if (judge or not n.startswith("judge:")) and (replay or n != "replay")]
     out: list[str] = []
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         part = ALIASES.get(part, part)
-        hit = [n for n in names if n == part or n.startswith(part + ":")]
+        hit = [part] if exact and part in names else [n for n in names if n == part or n.startswith(part + ":")]
         if not hit and part.startswith("agent:"):
             hit = [canonical(part)]
         if not hit:

@@ -7,10 +7,45 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.cli._common import app, console
+
+
+_COLUMNS = ("method", "blamed", "node", "score", "prompts to repair", "next")
+
+
+def blame_cells(row: dict) -> list[str]:
+    """One row of :meth:`TraceBlame.rows` as the table's cells, in the order of ``_COLUMNS``."""
+    return [str(row["method"]), str(row["agent"] or "-"),
+            f"n{row['node']} {row['kind']}" if row["node"] is not None else "-",
+            f"{row['score']:.4g}" if row["score"] is not None else "-", ", ".join(row["repair"]) or "-",
+            row["next"] or "-"]
+
+
+def print_blame_rows(rows: list[dict], con: Console) -> None:
+    """The verdicts, best first, one per method: a table where every cell fits whole at the console's
+    width, else one record per method (``method``, then a line per field), so that no agent, node
+    or prompt to repair is ever cut short, whatever the width (a narrow terminal, a pipe, a log)."""
+    cells = [blame_cells(r) for r in rows]
+    widths = [max([len(c[i]) for c in cells] + [len(col)]) for i, col in enumerate(_COLUMNS)]
+    if sum(widths) + 3 * len(widths) + 1 <= con.width:  # the cells, their padding and the borders
+        table = Table(title="blame (best first)")
+        for col in _COLUMNS:
+            table.add_column(col, no_wrap=True)
+        for c in cells:
+            table.add_row(*(Text(v) for v in c))  # run text, never markup
+        con.print(table, markup=False, highlight=False)
+        return
+    con.print("blame (best first), one method at a time:", markup=False, highlight=False)
+    pad = max(len(col) for col in _COLUMNS[1:])
+    for c in cells:
+        con.print(c[0], markup=False, highlight=False, soft_wrap=True)
+        for col, v in zip(_COLUMNS[1:], c[1:]):
+            con.print(f"  {col + ':':<{pad + 1}} {v}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("blame")
@@ -27,9 +62,11 @@ def blame_command(
     target: Optional[str] = typer.Option(None, "--target", help="The call the loss attaches to: a node id or an "
                                                                 "agent (its last call); default the last call."),
     trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
-    method: list[str] = typer.Option([], "--method", help=f"Blame method(s), repeatable or comma-separated: any name "
-                                     f"of bench blame --methods (default {DEFAULT_METHOD} beside provenance, the string walk that "
-                                     f"needs no model: a gradient verdict means something only where they differ)."),
+    method: list[str] = typer.Option([], "--method", help=f"Blame method(s), repeatable or comma-separated, printed "
+                                     f"in the order given: any name of bench blame --methods (a name is that method "
+                                     f"alone; a prefix such as gbc:max_l1 is its family). Default: two rows, "
+                                     f"{DEFAULT_METHOD} and provenance (the string walk that needs no model: a "
+                                     f"gradient verdict means something only where they differ)."),
     scorer: str = typer.Option("smollm2", "--scorer", help="White-box scorer for the gradient methods: smollm2, a "
                                                            "folder or hub id, gguf:FILE (a surrogate of the app's model)."),
     judge: str = typer.Option("", "--judge", help="A model for the judge methods (openai:MODEL@URL, smollm2, ...)."),
@@ -48,7 +85,7 @@ def blame_command(
     from agentgrad.importers.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
-    names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge))
+    names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge), exact=True)
     check_expected(names, expected)  # before a model loads
     check_new_output(out, overwrite, "dir", protect=[trace])
     jm = Judge(make_judge(judge)) if judge else None
@@ -68,14 +105,6 @@ def blame_command(
     console.print(f"trace {tb.trace.id}: {len(tb.trace.calls())} calls of {len({c.name for c in tb.trace.calls()})} "
                   f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
-    table = Table(title="blame (best first)")
-    table.add_column("method", no_wrap=True)  # a method's name whole (the other columns wrap)
-    for col in ("blamed", "node", "score", "prompts to repair", "next"):
-        table.add_column(col)
-    for r in tb.rows():
-        table.add_row(r["method"], str(r["agent"] or "-"), f"n{r['node']} {r['kind']}" if r["node"] is not None else "-",
-                      f"{r['score']:.4g}" if r["score"] is not None else "-", ", ".join(r["repair"]) or "-",
-                      r["next"] or "-")
-    console.print(table)
+    print_blame_rows(tb.rows(), console)
     res = write_report(out)
     console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)
