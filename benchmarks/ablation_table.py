@@ -3,6 +3,7 @@
     python benchmarks/ablation_table.py runs/abl47-llm4 --seeds 0
     python benchmarks/ablation_table.py runs/abl47-llm4 --seeds 0 --systems manager --pairs gbc-provenance,gbc-oracle
     python benchmarks/ablation_table.py runs/abl47w-llm --seeds 0 --case-list benchmarks/ablation-smollm2/abl47w-confirmatory-cases.txt
+    python benchmarks/ablation_table.py benchmarks/ablation-smollm2/factorial-results.jsonl --pairs gbc/grad-gbc/string
 
 The figures are the library's own (``load_records``, ``summarize`` and ``markdown_table``: what
 ``bench ablation`` writes to ``OUT/table.md``) over the records restricted to the chosen seeds and
@@ -12,6 +13,11 @@ arms run on different seeds can be compared on the runs they share. ``--pairs
 A-B,...`` adds the paired difference of two arms on the (case, seed) runs both have
 (``compare_arms``): its interval, bootstrap p, cases won / lost, and how many of those runs gave the
 same test answers.
+
+Instead of a folder, one or more compact records files (``OUT/records.jsonl`` of a grid, or the
+committed copies of its chunks; :mod:`agentgrad.benchmarks.ablation.records`) give the same figures
+from their lines alone, one table per prompt set. A pair ``A-B`` of cell names splits at the ``-``
+between two arm names (``gbc/grad-random/random_line``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ import sys
 from pathlib import Path
 
 from agentgrad.benchmarks.ablation.grid import load_records
-from agentgrad.benchmarks.ablation.summary import compare_arms, markdown_table, summarize
+from agentgrad.benchmarks.ablation.records import read_records
+from agentgrad.benchmarks.ablation.summary import compare_arms, factorial_markdown, markdown_table, summarize
 from agentgrad.errors import AgentgradError
 
 
@@ -37,18 +44,56 @@ def read_case_list(path: Path) -> list[str]:
     return [n for n in names if n]
 
 
+def _restrict(group: tuple[list, list, list], seeds: list[int] | None, systems: list[str] | None,
+              names: list[str] | None) -> tuple[list, list, list]:
+    """A records group restricted as :func:`load_records` restricts a folder."""
+    case_rows, rows, noise = group
+    if names is not None:
+        unknown = sorted(set(names) - {r["case"] for r in case_rows})
+        if unknown:
+            raise AgentgradError(f"{unknown[0]!r} is not a case of these records ({len(unknown)} such names)")
+    keep = lambda r: (not systems or r.get("system") in systems) and (names is None or r.get("case") in names)  # noqa: E731
+    case_rows = [r for r in case_rows if keep(r)]
+    rows = [r for r in rows if keep(r) and (seeds is None or r.get("seed") in seeds)]
+    kept = {r["system"] for r in case_rows}
+    return case_rows, rows, [r for r in noise if r.get("system") in kept]
+
+
+def records_table(paths: list[Path], seeds: list[int] | None = None, systems: list[str] | None = None,
+                  pairs: list[tuple[str, str]] = (), resamples: int = 2000, names: list[str] | None = None,
+                  blind: bool = False) -> str:
+    """:func:`table` of compact records files: one table per prompt set in them."""
+    groups = read_records(paths)
+    parts = []
+    for prompts, group in sorted(groups.items()):
+        parts.append(f"## Prompt set: {prompts}\n\n" + _table(*_restrict(group, seeds, systems, names), pairs=pairs,
+                                                           resamples=resamples, blind=blind,
+                                                           where=f"{prompts} prompts of the records"))
+    return "\n".join(parts)
+
+
 def table(out: Path, seeds: list[int] | None = None, systems: list[str] | None = None,
           pairs: list[tuple[str, str]] = (), resamples: int = 2000, names: list[str] | None = None,
           blind: bool = False) -> str:
     case_rows, rows, noise = load_records(out, seeds, systems, names)
+    return _table(case_rows, rows, noise, pairs=pairs, resamples=resamples, blind=blind, where=str(out),
+                  seeds=seeds, systems=systems, names=names)
+
+
+def _table(case_rows: list, rows: list, noise: list, *, pairs: list[tuple[str, str]] = (), resamples: int = 2000,
+           blind: bool = False, where: str = "", seeds: list[int] | None = None, systems: list[str] | None = None,
+           names: list[str] | None = None) -> str:
     if not rows:
-        raise AgentgradError(f"no runs in {out} for seeds {seeds or 'all'}, systems {systems or 'all'}"
+        raise AgentgradError(f"no runs in {where} for seeds {seeds or 'all'}, systems {systems or 'all'}"
                              + (f" and the {len(names)} listed cases" if names is not None else ""))
     summary = summarize(case_rows, rows, noise, resamples)
     if blind:  # a pre-registered test is read once: its statistic is not printed before then
         summary.pop("verdict", None)
         summary.pop("verdict_precision", None)
     lines = [markdown_table(summary)]
+    fact = factorial_markdown(case_rows, rows, resamples)  # only where the records hold the factorial's cells
+    if fact:
+        lines.append(fact)
     if blind:
         lines.append("(--blind: the verdict on blame accuracy and precision against test gain is withheld)\n")
     for a, b in pairs:
@@ -59,9 +104,21 @@ def table(out: Path, seeds: list[int] | None = None, systems: list[str] | None =
     return "\n".join(lines) + "\n"
 
 
+def _pair(text: str) -> tuple[str, ...]:
+    """``A-B`` split at its one ``-``; with several, at the one ``-`` between two arm or cell names
+    (``gbc/grad-random/random_line``); anything else is not a pair (a tuple of another length)."""
+    from agentgrad.benchmarks.ablation.bench import ARMS, CELLS
+
+    if text.count("-") == 1:
+        return tuple(text.split("-"))
+    cuts = [(text[:i], text[i + 1:]) for i, c in enumerate(text) if c == "-"]
+    known = [c for c in cuts if all(x in ARMS or x in CELLS for x in c)]
+    return known[0] if len(known) == 1 else (text,)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("out", type=Path)
+    p.add_argument("out", type=Path, nargs="+", help="a benchmark folder, or records files (.jsonl)")
     p.add_argument("--seeds", help="comma-separated seeds (default: all)")
     p.add_argument("--systems", help="comma-separated systems (default: all)")
     p.add_argument("--pairs", default="", help="comma-separated A-B arm pairs")
@@ -74,13 +131,18 @@ def main(argv: list[str] | None = None) -> None:
         seeds = [int(s) for s in a.seeds.split(",")] if a.seeds else None
     except ValueError:
         p.error(f"--seeds takes comma-separated numbers, got {a.seeds!r}")
-    pairs = [tuple(x.split("-")) for x in filter(None, a.pairs.split(","))]
+    pairs = [_pair(x) for x in filter(None, a.pairs.split(","))]
     if any(len(x) != 2 for x in pairs) or a.resamples < 1:
         p.error("--pairs takes A-B,C-D and --resamples at least 1")
     try:
         names = read_case_list(a.case_list) if a.case_list else None
-        sys.stdout.write(table(a.out, seeds, a.systems.split(",") if a.systems else None, pairs, a.resamples, names,
-                               a.blind))
+        systems = a.systems.split(",") if a.systems else None
+        if len(a.out) == 1 and a.out[0].is_dir():
+            sys.stdout.write(table(a.out[0], seeds, systems, pairs, a.resamples, names, a.blind))
+        elif any(o.is_dir() for o in a.out):
+            p.error("give one benchmark folder, or records files (not both, not two folders)")
+        else:
+            sys.stdout.write(records_table(a.out, seeds, systems, pairs, a.resamples, names, a.blind))
     except AgentgradError as e:
         sys.exit(f"error: {e}")
 

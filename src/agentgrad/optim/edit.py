@@ -11,6 +11,11 @@ part, or its removal was rejected by the validation gate at an earlier step (the
 an agent with nothing to remove gets Warning bullets (the deterministic optimizer's edit) instead.
 No LLM: with a small model as the only model, it is the edit such a model cannot write for itself.
 The trainer's validation gate decides whether it stays.
+
+The line may also be chosen without the gradient (``line``, for the factorial ablation: one
+operator, the choice of line varied): ``string``, the line sharing most content words with the
+step's wrong outputs (a random line where none shares any), or ``random_line``, a random line. The
+rules for what may go, and the fallback, are the same for every choice.
 """
 
 from __future__ import annotations
@@ -76,26 +81,48 @@ class Edit:
     agent: str
     removed: str
     share: float  # the removed sentence's score over the sum of all sentences' scores
+    how: str = "gradient"  # the rule that chose it: gradient, string (words shared with the wrong outputs), random
 
     def key(self) -> str:
         return f"{self.agent}: removed {self.removed!r}"
 
     def describe(self) -> str:
-        return f"{self.key()} (gradient share {self.share:.2f})"
+        return f"{self.key()} ({'random line' if self.how == 'random' else f'{self.how} share {self.share:.2f}'})"
+
+
+LINE_RULES = ("grad", "string", "random_line")  # how EditOptimizer chooses the line (module docstring)
+# words too common to say that a line and an output share anything
+STOPWORDS = frozenset("a an and are as at be by for from in is it its of on or that the this to with you your "
+                      "i me my we our".split())
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of ``text`` (letters and digits), stop words left out."""
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS}
+
+
+def string_scores(text: str, outputs: list[str]) -> list[int]:
+    """Per part of ``text`` (:func:`sentences`): the content words it shares with each of ``outputs``, summed."""
+    words = [content_words(o) for o in outputs]
+    return [sum(len(content_words(text[a:b]) & w) for w in words) for a, b in sentences(text)]
 
 
 class EditOptimizer:
-    """Removes, from each blamed agent's prompt, the sentence its failures' gradients point at most."""
+    """Removes, from each blamed agent's prompt, the sentence its failures' gradients point at most
+    (``line="grad"``, the default), or the one another rule of :data:`LINE_RULES` picks."""
 
-    def __init__(self, max_chars: int = 8000):
+    def __init__(self, max_chars: int = 8000, line: str = "grad", seed: int = 0):
+        if line not in LINE_RULES:
+            raise ValueError(f"line rule {line!r}; valid: {', '.join(LINE_RULES)}")
         self.fallback = DeterministicOptimizer(max_chars=max_chars)
+        self.line, self.seed = line, seed
 
     def edit(self, agent: str, inp: StepInput) -> Edit | None:
         prompt = inp.prompts[agent]
         text = prompt.text
-        scores = sentence_scores(text, inp.prompt_scores.get(agent, []))
         sents = sentences(text)
-        if len(sents) < 2 or not any(scores):
+        scores = sentence_scores(text, inp.prompt_scores.get(agent, [])) if self.line == "grad" else []
+        if len(sents) < 2 or (self.line == "grad" and not any(scores)):
             return None
         protected = [(text.find(p), text.find(p) + len(p)) for p in prompt.protected if p in text]
         free = [j for j, (a, b) in enumerate(sents) if not any(a < pb and b > pa for pa, pb in protected)]
@@ -104,9 +131,19 @@ class EditOptimizer:
                 {n.split(" (")[0] for n in rejected}]
         if not free:
             return None
-        j = max(free, key=lambda k: (scores[k], -k))
+        if self.line == "grad":
+            j = max(free, key=lambda k: (scores[k], -k))
+            a, b = sents[j]
+            return Edit(agent, text[a:b], scores[j] / sum(scores))
+        shared = string_scores(text, [str(f.loss.details.get("produced", "")) for f in inp.failures]) \
+            if self.line == "string" else []
+        if shared and any(shared[k] for k in free):
+            j, how = max(free, key=lambda k: (shared[k], -k)), "string"
+        else:  # a random line: the choice a function of (seed, agent, prompt, step), so a resumed run repeats it
+            rng = random.Random(json.dumps([self.seed, agent, text, [h.get("step") for h in inp.history]]))
+            j, how = rng.choice(free), "random"
         a, b = sents[j]
-        return Edit(agent, text[a:b], scores[j] / sum(scores))
+        return Edit(agent, text[a:b], shared[j] / sum(shared) if how == "string" else 0.0, how)
 
     def step(self, inp: StepInput) -> StepResult:
         out: dict[str, str] = {}

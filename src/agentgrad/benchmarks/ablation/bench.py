@@ -20,6 +20,12 @@ figure is reported on the data that chose it:
    - ``gbc`` (``gbc:max_l1:targeted:carry``), ``paper`` (``gbc:mean_l1:whole:path``),
      ``provenance`` (string provenance, no model), ``random`` (one upstream call), ``all`` (every
      upstream call), ``oracle`` (``agent:NAME``, the bugged agent).
+   - the factorial cells (``CELLS``, issue 83; ``--methods factorial``: the 12 cells and ``noop``):
+     ``AGENT/LINE``, one operator (:class:`~agentgrad.optim.edit.EditOptimizer`: remove one line of
+     each blamed agent's prompt, whatever ``--optimizer`` says), two choices crossed: which agent
+     (``gbc``, ``provenance``, ``random``, ``oracle``: the blame method) and which of its lines
+     (``grad``: the one its prompt-token gradients point at; ``string``: the one sharing most words
+     with the wrong outputs, random where none does; ``random_line``: a random one).
 
 Per run (``OUT/results.jsonl``): blame accuracy and precision, every test question's result after
 the budget (``test_q``, the per-question deltas against the bugged system are computed from it),
@@ -49,10 +55,10 @@ from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model
 from agentgrad.optim.config import TrainerConfig
-from agentgrad.optim.edit import NEUTRAL_LINES, NoopOptimizer, RandomLineOptimizer
+from agentgrad.optim.edit import LINE_RULES, NEUTRAL_LINES, EditOptimizer, NoopOptimizer, RandomLineOptimizer
 from agentgrad.optim.targets import optimizer_for
 from agentgrad.optim.tasks import LookupTask
-from agentgrad.optim.trainer import Trainer, set_prompts
+from agentgrad.optim.trainer import Trainer, get_prompts, set_prompts
 from agentgrad.runs.rundir import RunDir
 
 ARMS = {"noop": "random", "random_line": "random", "gbc": DEFAULT_METHOD, "paper": "gbc:mean_l1:whole:path",
@@ -60,6 +66,29 @@ ARMS = {"noop": "random", "random_line": "random", "gbc": DEFAULT_METHOD, "paper
 NULL_ARMS = ("noop", "random_line")  # their edit ignores the blame (its accuracy is not reported)
 METHODS = ARMS
 OPTIMIZERS = ("edit", "deterministic", "llm")
+# the factorial (issue 83): which agent (the blame method) x which of its lines (the edit optimizer's line rule)
+CELL_AGENTS = {"gbc": DEFAULT_METHOD, "provenance": "provenance", "random": "random", "oracle": "agent:{bugged}"}
+CELLS = {f"{a}/{line}": (m, line) for a, m in CELL_AGENTS.items() for line in LINE_RULES}
+FACTORIAL = [*CELLS, "noop"]  # what --methods factorial runs
+
+
+def blame_of(arm: str, bugged: str | None) -> str:
+    """The blame method of an arm or a factorial cell."""
+    return (CELLS[arm][0] if arm in CELLS else ARMS[arm]).format(bugged=bugged)
+
+
+class _GatedTrainer(Trainer):
+    """The trainer with its validation gate scored through ``gate`` (the benchmark's memo of scores
+    by prompts): greedy decoding makes the gate's score a function of the prompts."""
+
+    def __init__(self, *args: Any, gate: Callable[[dict[str, str]], float], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._gate = gate
+
+    def evaluate(self, examples: list[dict[str, Any]]) -> float:
+        if examples and examples is self.val:
+            return self._gate({n: p.text for n, p in get_prompts(self.system).items()})
+        return super().evaluate(examples)
 
 
 def _bits(values: list[float]) -> str:
@@ -75,11 +104,12 @@ class Ablation:
     def __init__(self, out: Path, model: str = "smollm2", optimizer: str = "edit", optimizer_model: str | None = None,
                  steps: int = 2, step_every: int = 4, val_size: int = 50, concurrency: int = 16,
                  test_size: int | None = None, log: Callable[[str], None] = print,
-                 sizes: dict[str, int] | None = None):
+                 sizes: dict[str, int] | None = None, prompts: str = "short"):
         if optimizer not in OPTIMIZERS:
             raise ConfigError(f"--optimizer takes {', '.join(OPTIMIZERS)}, got {optimizer!r}")
         self.out, self.optimizer_kind, self.steps, self.step_every = Path(out), optimizer, steps, step_every
         self.val_size, self.concurrency, self.log = val_size, concurrency, log
+        self.prompt_set = prompts
         self.model_value = model
         spec = model_spec_from_value(model)
         self.model_spec = spec.model_dump(mode="json", exclude_none=True)
@@ -147,6 +177,8 @@ class Ablation:
             return NoopOptimizer()
         if arm == "random_line":
             return RandomLineOptimizer(seed)
+        if arm in CELLS:  # one operator for every cell: the edit optimizer, its line rule the cell's
+            return EditOptimizer(line=CELLS[arm][1], seed=seed)
         if self.optimizer_kind == "edit":
             return optimizer_for("edit", None)
         return optimizer_for("verbal", self.optimizer_model if self.optimizer_kind == "llm" else None,
@@ -157,14 +189,14 @@ class Ablation:
         """The first ``k`` neutral edits of ``system`` (agent, position, line), in a fixed random order."""
         import random
 
-        agents = list(Case(system, None).config(self.model_spec).agents)
+        agents = list(Case(system, None, prompts=self.prompt_set).config(self.model_spec).agents)
         combos = [(a, p, line) for a in agents for p in POSITIONS for line in NEUTRAL_LINES]
         random.Random(f"noise:{system}").shuffle(combos)
         return [{"system": system, "agent": a, "position": p, "line": line} for a, p, line in combos[:k]]
 
     def noise_row(self, edit: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
-        clean = Case(edit["system"], None)
+        clean = Case(edit["system"], None, prompts=self.prompt_set)
         base = self.prompts_of(clean)
         prompts = {edit["agent"]: plant(base[edit["agent"]], edit["line"], edit["position"])}
         screen = self.score(clean, prompts, "screen")
@@ -179,7 +211,7 @@ class Ablation:
         case whose damage there is under half the threshold is dropped (it would need more than the
         whole threshold on the rest); the others are scored on the whole split, which decides."""
         t0 = time.perf_counter()
-        clean = Case(case.system, None)
+        clean = Case(case.system, None, prompts=case.prompts)
         n = len(self.splits["screen"])
         threshold = keep_factor * max(noise_floor, 1 / n)
         row = {"case": case.name, "system": case.system, "defect": case.defect, "wording": case.wording,
@@ -205,11 +237,11 @@ class Ablation:
 
     # --- stage 3: one run of the grid ----------------------------------------------------------
     def run_one(self, case: Case, base: dict[str, Any], arm: str, seed: int) -> dict[str, Any]:
-        path = self.out / "runs" / case.name / arm / f"seed-{seed}"
+        path = self.out / "runs" / case.name / arm.replace("/", "+") / f"seed-{seed}"
         resume = (path / "checkpoint.json").exists()
         if path.exists() and not resume:
             shutil.rmtree(path)  # a run killed before its first checkpoint starts again
-        method = ARMS[arm].format(bugged=case.bugged_agent)
+        method = blame_of(arm, case.bugged_agent)
         task = self.task(case)
         tcfg = validate(TrainerConfig, {"samples": self.steps * self.step_every, "step_every": self.step_every,
                                         "seed": seed, "concurrency": self.concurrency,
@@ -217,8 +249,9 @@ class Ablation:
         digest = hashlib.sha256(json.dumps([case.name, arm, method, seed, self.steps, self.step_every, self.val_size,
                                             self.optimizer_kind, self.model_value]).encode()).hexdigest()[:16]
         asked, generated, t0 = self.model.asked, self.model.generated, time.perf_counter()
-        trainer = Trainer(task, self.scorer, self.optimizer(arm, seed), tcfg, RunDir(path, resume=resume), method,
-                          config_digest=digest)
+        trainer = _GatedTrainer(task, self.scorer, self.optimizer(arm, seed), tcfg, RunDir(path, resume=resume),
+                                method, config_digest=digest,
+                                gate=lambda prompts: self.score(case, prompts, "val", self.val_size))
         initial = {n: a.prompt.text for n, a in trainer.system.agents().items()}  # type: ignore[union-attr]
         final = trainer.fit()
         per_step, named, precise, curve, notes = [], [], [], [], []
@@ -244,7 +277,8 @@ class Ablation:
         blind = arm in NULL_ARMS
         return {
             "case": case.name, "system": case.system, "defect": case.defect, "bugged_agent": case.bugged_agent,
-            "method": arm, "blame": method, "seed": seed, "optimizer": self.optimizer_kind,
+            "method": arm, "blame": method, "seed": seed, "optimizer": "edit" if arm in CELLS else self.optimizer_kind,
+            "prompts": self.prompt_set,
             "blame_accuracy": None if blind or not named else sum(named) / len(named),
             "blame_precision": None if blind or not precise else sum(precise) / len(precise),
             "blame_accuracy_per_step": [] if blind else per_step, "failures": len(named),
@@ -258,6 +292,7 @@ class Ablation:
             "edited": sorted(n for n in initial if final["prompts"][n] != initial[n]),
             "prompt_growth": sum(len(final["prompts"][n]) - len(initial[n]) for n in initial),
             "steps": final["steps"], "accepted": final["accepted"], "rejected": final["rejected"], "step_notes": notes,
+            "accepted_edits": [x for n in notes if n["accepted"] for x in n["notes"]],
             "calls": self.model.asked - asked, "generated": self.model.generated - generated,
             "seconds": round(time.perf_counter() - t0, 1),
         }

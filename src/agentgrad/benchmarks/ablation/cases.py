@@ -24,6 +24,11 @@ Systems (``SYSTEMS``):
 
 SmolLM2-135M cannot route (asked which field a question names, it answers the question, wrongly),
 so every agent here does what it can do: read a value, check it, restate it.
+
+Prompt sets (``PROMPT_SETS``, ``Case.prompts``, ``--prompts``): ``short`` (the default: each prompt
+one or two sentences on one line) and ``long`` (:data:`LONG_PROMPTS`: 13 to 15 lines per agent, as
+agent prompts are written: role, rules, output format, an example), in which a defect is one line
+among many. A case's name is the same in both; a benchmark folder holds one prompt set.
 """
 
 from __future__ import annotations
@@ -121,6 +126,84 @@ def _manager() -> dict[str, Any]:
 
 SYSTEMS = {"pipeline": _pipeline, "fanin": _fanin, "manager": _manager}
 
+# --- the long prompt set (issue 83): every agent's prompt 13-16 lines, as agent prompts are written
+# (role, rules, output format, an example); the role line is the short prompt's first sentence, and
+# the protected sentence of the final agents is kept. The example's record (Ada, Nice, mole, gold)
+# shares no value with the benchmark's records, so a copied example answer is wrong.
+_EX_RECORD = "Name: Ada. City: Nice. Pet: mole. Favourite colour: gold."
+
+
+def _record_prompt(role: str, who: str, output: str) -> str:
+    return "\n".join([
+        role, f"You are the {who} of a customer-support team that answers questions about customer records.",
+        "Rules:", "- Use only the record you are given.", "- Find the field that the question asks about.",
+        "- Copy its value exactly as the record writes it.", "- Do not guess and do not add other fields.",
+        "Output format:", f"- {output}", "- No quotes and no explanation.",
+        "Example:", f"Record: {_EX_RECORD}", "Question: What is Ada's pet?", "Answer: mole"]) + "\n"
+
+
+def _note_prompt(role: str, who: str, notes: str, example: list[str]) -> str:
+    return "\n".join([
+        role, f"You are the {who} of a customer-support team that answers questions about customer records.",
+        "Rules:", f"- {notes}", "- Keep the value exactly as the notes give it.",
+        "- Do not add facts that are not in the notes.", "- Do not greet the customer and do not explain.",
+        "Output format:", "- Reply with the answer only.", "- One word or a few words, on one line.",
+        "Example:", *example]) + "\n"
+
+
+_READ = "You read a record and answer the question with the value only."
+LONG_PROMPTS: dict[str, dict[str, str]] = {
+    "pipeline": {
+        "reader": _record_prompt(_READ, "reader", "One line with the value, nothing else."),
+        "answerer": _note_prompt("You write the final answer from the reader's note.", "last agent",
+                                 "The reader's note holds the value the customer asked for.",
+                                 ["Reader's note: mole", "Answer: mole"]),
+    },
+    "fanin": {
+        "reader": _record_prompt(_READ, "first reader", "One line with the value, nothing else."),
+        "checker": _record_prompt("You find the answer to the question in the record.", "second reader",
+                                  "Reply with the value only."),
+        "responder": _note_prompt("You write the final answer from the two notes.", "last agent",
+                                  "The two notes hold the value the customer asked for.",
+                                  ["Note 1: mole", "Note 2: mole", "Answer: mole"]),
+    },
+    "manager": {
+        "manager": _record_prompt(_READ, "manager", "One line with the value, nothing else."),
+        "checker": "\n".join([
+            "You check the manager's answer against the record.",
+            "You are the checker of a customer-support team that answers questions about customer records.",
+            "Rules:", "- Find the field that the question asks about in the record.",
+            "- If the manager's answer is that field's value, keep it.",
+            "- If it is not, give the value the record has instead.", "- Do not add other fields.",
+            "Output format:", "- Reply with the correct value only.", "- No quotes and no explanation.",
+            "Example:", f"Record: {_EX_RECORD}", "Question: What is Ada's pet?", "Manager's answer: gold",
+            "Answer: mole"]) + "\n",
+        "writer": "\n".join([
+            "You write the manager's answer as one short sentence.",
+            "You are the writer of a customer-support team that answers questions about customer records.",
+            "Rules:", "- Use the manager's answer as it is.", "- Name the person and the field the question asks about.",
+            "- Do not add other facts.", "- Do not greet the customer.",
+            "Output format:", "- One sentence, ending with a full stop.", "- No quotes.",
+            "Example:", "Question: What is Ada's pet?", "Manager's answer: mole", "Answer: Ada's pet is a mole."]) + "\n",
+        "responder": _note_prompt("You write the final answer from the two notes.", "last agent",
+                                  "The two notes hold the value the customer asked for.",
+                                  ["Note 1: mole", "Note 2: Ada's pet is a mole.", "Answer: mole"]),
+    },
+}
+PROMPT_SETS = ("short", "long")
+
+
+def system_data(system: str, prompts: str = "short") -> dict[str, Any]:
+    """The system's configuration data with the prompts of prompt set ``prompts`` (``short``: the
+    original one-line prompts; ``long``: :data:`LONG_PROMPTS`)."""
+    if prompts not in PROMPT_SETS:
+        raise KeyError(prompts)
+    data = SYSTEMS[system]()
+    if prompts == "long":
+        for name, text in LONG_PROMPTS[system].items():
+            data["agents"][name]["prompt"] = text
+    return data
+
 DEFECTS = FAMILIES  # the defect families (defects.py)
 
 
@@ -136,6 +219,7 @@ class Case:
     wording: int = 0
     position: str = "second"
     agent: str | None = None
+    prompts: str = "short"  # the prompt set (PROMPT_SETS); a case's name is the same in both
 
     @property
     def name(self) -> str:
@@ -154,7 +238,7 @@ class Case:
     def config(self, model: dict[str, Any]) -> SystemConfig:
         """The system, every agent on ``model`` (a models: entry), the defect's line planted in the
         bugged agent's prompt at the instance's position."""
-        data = SYSTEMS[self.system]()
+        data = system_data(self.system, self.prompts)
         data["name"] = self.name
         data["models"] = {"default": model}
         data["settings"] = {"max_new_tokens": 24}
@@ -168,16 +252,16 @@ class Case:
 
 def cases(systems: list[str] | None = None, defects: list[str] | None = None,
           wordings: int | tuple[int, int] | None = None, positions: int | None = None,
-          agents: int | None = None) -> list[Case]:
+          agents: int | None = None, prompts: str = "short") -> list[Case]:
     """Every instance of the families ``defects`` in ``systems``: per family and system, each of its
     agents (the first ``agents``), wordings (the first ``wordings``, or the indices ``lo..hi`` of a
     pair: the wordings added after a screen) and positions (the first ``positions`` of ``second,
     first, last``; ``last`` left out where it is the same prompt as ``second``); None: all. Ordered
-    system, family, agent, wording, position."""
+    system, family, agent, wording, position. ``prompts``: the prompt set the instances are planted in."""
     lo, hi = (0, wordings) if not isinstance(wordings, tuple) else (wordings[0], wordings[1] + 1)
     out = []
     for s in systems or list(SYSTEMS):
-        clean = SYSTEMS[s]()["agents"]
+        clean = system_data(s, prompts)["agents"]
         for d in defects or DEFECTS:
             for a in AGENTS[(s, d)][:agents]:
                 for w in range(len(WORDINGS[d][AGENT_KINDS[s][a]]))[lo:hi]:
@@ -186,5 +270,5 @@ def cases(systems: list[str] | None = None, defects: list[str] | None = None,
                         # a one-sentence prompt has no "rest": its last position is its second
                         if pos == "last" and plant(clean[a]["prompt"], line, pos) == plant(clean[a]["prompt"], line, "second"):
                             continue
-                        out.append(Case(s, d, w, pos, a))
+                        out.append(Case(s, d, w, pos, a, prompts))
     return out

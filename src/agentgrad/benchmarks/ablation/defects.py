@@ -112,9 +112,14 @@ def defect_line(system: str, family: str, agent: str, wording: int) -> str:
 
 def plant(prompt: str, line: str, position: str) -> str:
     """``prompt`` with ``line`` planted at ``position`` (see the module docstring): the prompt's first
-    sentence is its role; the rest follows on the next line, as the clean prompts are written."""
-    first, sep, rest = prompt.strip().partition(". ")
-    head = first + "." if sep else first
-    tail = [rest] if rest else []
+    sentence is its role; the rest follows on the next line, as the clean prompts are written. A
+    prompt of several lines (the ``long`` prompt set) has its first line as its role and keeps its lines."""
+    lines_in = [x for x in prompt.strip().splitlines() if x.strip()]
+    if len(lines_in) > 1:
+        head, tail = lines_in[0], lines_in[1:]
+    else:
+        first, sep, rest = prompt.strip().partition(". ")
+        head = first + "." if sep else first
+        tail = [rest] if rest else []
     lines = {"first": [line, head, *tail], "second": [head, line, *tail], "last": [head, *tail, line]}[position]
     return "\n".join(lines) + "\n"

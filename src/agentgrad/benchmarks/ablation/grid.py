@@ -5,7 +5,10 @@ A chunk is one invocation (``--resume`` after the first): it screens the cases o
 stops starting new work after ``stop_after`` minutes (what it finished is kept: every noise edit,
 case and run is one appended line). ``OUT/chunks.jsonl`` records each chunk's wall time (a chunk
 cut off by Ctrl-C or a crash too, marked ``interrupted``): their sum is the grid's time. The summary
-(:mod:`.summary`) is written after every chunk over everything done so far.
+(:mod:`.summary`) is written after every chunk over everything done so far. ``OUT/records.jsonl``
+holds the same work in compact lines (:mod:`.records`: a kept case's per-question clean and bugged
+results, one line per run; rewritten after every chunk), what ``benchmarks/ablation_table.py
+RECORDS...`` reads.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.benchmarks.ablation.bench import ARMS, OPTIMIZERS, Ablation
-from agentgrad.benchmarks.ablation.cases import ABLATION_SPLITS, DEFECTS, SYSTEMS, cases
+from agentgrad.benchmarks.ablation.bench import ARMS, CELLS, FACTORIAL, OPTIMIZERS, Ablation
+from agentgrad.benchmarks.ablation.cases import ABLATION_SPLITS, DEFECTS, PROMPT_SETS, SYSTEMS, cases
 from agentgrad.benchmarks.ablation.figure import write_figures
 from agentgrad.benchmarks.ablation.memo import append_row, read_rows
+from agentgrad.benchmarks.ablation.records import write_records
 from agentgrad.benchmarks.ablation.summary import markdown_table, summarize
 from agentgrad.core.trace import write_json_atomic
 from agentgrad.errors import ConfigError
@@ -33,7 +37,8 @@ def check_options(systems: list[str] | None, defects: list[str] | None, methods:
     """One-line errors for unknown names and out-of-range numbers, before anything is written."""
     if optimizer not in OPTIMIZERS:
         raise ConfigError(f"--optimizer takes {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    for name, value, valid in (("system", systems, SYSTEMS), ("defect", defects, DEFECTS), ("method", methods, ARMS)):
+    for name, value, valid in (("system", systems, SYSTEMS), ("defect", defects, DEFECTS),
+                               ("method", methods, [*ARMS, *CELLS])):
         bad = [v for v in value or [] if v not in valid]
         if bad:
             raise ConfigError(f"unknown {name} {bad[0]!r}; valid: {', '.join(valid)}")
@@ -49,15 +54,21 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
                  noise_edits: int = 8, keep_factor: float = 5.0, wordings: int | tuple[int, int] | None = None,
                  positions: int | None = None, agents: int | None = None, stop_after: float | None = None,
                  screen_only: bool = False, screen_first: int = 40, sizes: dict[str, int] | None = None,
-                 log: Callable[[str], None] = print) -> dict[str, Any]:
+                 prompts: str = "short", log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run (or continue) the benchmark into ``out``; returns the summary (also ``summary.json``).
 
     ``systems``, ``defects``, ``methods``, ``seeds``, the instance limits (``wordings``: the first N
     or a pair ``(a, b)`` of indices,
     ``positions``, ``agents``) and ``stop_after`` (minutes) choose this chunk's work; everything else
-    is an option of the whole benchmark, and a resumed one must keep it."""
+    is an option of the whole benchmark, and a resumed one must keep it (``prompts`` too: the prompt
+    set, ``short`` or ``long``). ``methods`` may name the factorial's cells (``bench.CELLS``);
+    ``["factorial"]`` is all of them and ``noop``."""
     out = Path(out)
     methods = methods or list(ARMS)
+    if "factorial" in methods:
+        methods = list(dict.fromkeys(m for x in methods for m in (FACTORIAL if x == "factorial" else [x])))
+    if prompts not in PROMPT_SETS:
+        raise ConfigError(f"--prompts takes {', '.join(PROMPT_SETS)}, got {prompts!r}")
     check_options(systems, defects, methods, optimizer, {"seeds": seeds, "steps": steps, "step_every": step_every,
                                               "val_size": val_size, "test_size": test_size,
                                               "concurrency": concurrency, "noise_edits": noise_edits,
@@ -66,7 +77,7 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
                                               "screen_first": screen_first})
     if isinstance(wordings, tuple) and not 0 <= wordings[0] <= wordings[1]:
         raise ConfigError(f"--wordings {wordings[0]}-{wordings[1]}: give A-B with 0 <= A <= B (0 is the first wording)")
-    selected = cases(systems, defects, wordings, positions, agents)
+    selected = cases(systems, defects, wordings, positions, agents, prompts)
     if not selected:
         raise ConfigError("--wordings selects no defect instance of these families (wording 0 is the first; "
                           "see agentgrad.benchmarks.ablation.defects.WORDINGS)")
@@ -74,6 +85,8 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     options = {"model": model, "optimizer": optimizer, "optimizer_model": optimizer_model, "steps": steps,
                "step_every": step_every, "val_size": val_size, "test_size": test_size, "splits": sizes,
                "noise_edits": noise_edits, "keep_factor": keep_factor, "screen_first": screen_first}
+    if prompts != "short":  # a folder of the short prompts keeps the options it was written with
+        options["prompts"] = prompts
     opt_file = out / "options.json"
     if out.exists() and any(out.iterdir()):
         if not resume:
@@ -89,7 +102,7 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     (out / "results.jsonl").touch()  # a screen-only chunk too is a benchmark folder the report reads
     t_start = time.perf_counter()
     bench = Ablation(out, model, optimizer, optimizer_model, steps, step_every, val_size, concurrency, test_size, log,
-                     sizes)
+                     sizes, prompts)
     over = lambda: stop_after is not None and time.perf_counter() - t_start > stop_after * 60  # noqa: E731
     noise_path, cases_path, results_path = out / "noise.jsonl", out / "cases.jsonl", out / "results.jsonl"
     stopped, runs_done = False, 0
@@ -164,19 +177,23 @@ def load_records(out: Path, seeds: list[int] | None = None, systems: list[str] |
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """``(case rows, run rows, noise rows)`` of a benchmark folder, of the chosen seeds, systems and
     case ``names`` (default: all), with the noise floor of the systems those cases are of. A row of an
-    instance no longer generated (a duplicate) is left out."""
+    instance no longer generated (a duplicate) is left out (of the folder's prompt set)."""
     if not (Path(out) / "results.jsonl").is_file():
         raise ConfigError(f"{out} is not a `bench ablation` folder (no results.jsonl)")
-    known = {c.name for c in cases() if not systems or c.system in systems}
+    opt_file = Path(out) / "options.json"
+    prompts = (json.loads(opt_file.read_text(encoding="utf-8")).get("prompts", "short") if opt_file.is_file()
+               else "short")
+    every = cases(prompts=prompts)
+    known = {c.name for c in every if not systems or c.system in systems}
     if names is not None:
-        unknown = sorted(set(names) - {c.name for c in cases()})
+        unknown = sorted(set(names) - {c.name for c in every})
         if unknown:
             raise ConfigError(f"{unknown[0]!r} is not a case of the benchmark ({len(unknown)} such names)")
         known &= set(names)
     case_rows = [r for r in read_rows(out / "cases.jsonl") if r.get("case") in known]
     rows = [r for r in read_rows(out / "results.jsonl")
             if r.get("case") in known and (seeds is None or r.get("seed") in seeds)]
-    kept = {c.system for c in cases() if c.name in known}  # the noise floor of the systems kept
+    kept = {c.system for c in every if c.name in known}  # the noise floor of the systems kept
     noise = [r for r in read_rows(out / "noise.jsonl") if r.get("system") in kept]
     return case_rows, rows, noise
 
@@ -193,5 +210,6 @@ def finish(out: Path, options: dict[str, Any], seconds: float, stopped: bool) ->
     write_json_atomic(out / "summary.json", summary)
     (out / "table.md").write_text(markdown_table(summary), encoding="utf-8")
     write_figures(summary, rows, out)
+    write_records(out, options.get("prompts", "short"))
     return summary
 

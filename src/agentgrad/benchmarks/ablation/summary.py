@@ -277,3 +277,72 @@ def markdown_table(summary: dict[str, Any]) -> str:
                                                                     if x["blame_accuracy"] is not None else ""))
             out.append(f"| {c} | " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"
+
+
+# --- the factorial (issue 83; pre-registered in docs/ablation-factorial.md) ------------------------
+FACTORIAL_AGENTS = ("gbc", "provenance", "random", "oracle")
+FACTORIAL_LINES = ("grad", "string", "random_line")
+# (label, a, b): each read as a - b, paired per question against the bugged system
+CONTRASTS = [("a", "gbc/grad", "random/random_line"), ("b", "gbc/grad", "gbc/random_line"),
+             ("c", "gbc/grad", "random/grad"), ("d", "gbc/grad", "gbc/string"),
+             ("e", "gbc/grad", "provenance/grad"), ("f", "gbc/grad", "oracle/grad")]
+
+
+def discordant(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], a: str, b: str) -> tuple[int, int, int]:
+    """Raw counts of a contrast: question-runs (case, seed, question) on the runs both arms have where
+    ``a`` passes and ``b`` fails, the reverse, and all of them."""
+    kept = {c["case"]: c for c in case_rows if c.get("kept") and c.get("test_bugged_q")}
+    by_arm = _by_arm(rows, kept)
+    ra, rb = by_arm.get(a, {}), by_arm.get(b, {})
+    ab = ba = n = 0
+    for c in set(ra) & set(rb):
+        for s in set(ra[c]) & set(rb[c]):
+            qa, qb = ra[c][s]["test_q"], rb[c][s]["test_q"]
+            ab += sum(x == "1" and y == "0" for x, y in zip(qa, qb))
+            ba += sum(x == "0" and y == "1" for x, y in zip(qa, qb))
+            n += len(qa)
+    return ab, ba, n
+
+
+def factorial_markdown(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], resamples: int = 2000) -> str:
+    """The factorial as a table (which agent x which line: test gain and its counts) and the
+    pre-registered contrasts (a)-(f) with their raw counts; '' when no cell has runs."""
+    kept = {c["case"]: c for c in case_rows if c.get("kept") and c.get("test_bugged_q")}
+    by_arm = _by_arm(rows, kept)
+    cells = {f"{a}/{line}" for a in FACTORIAL_AGENTS for line in FACTORIAL_LINES}
+    if not cells & set(by_arm):
+        return ""
+    out = ["### Factorial: which agent x which line (one operator: the line removed); test gain [95% interval] "
+           "(runs; fixed / broken of question-runs)", "",
+           "| agent \\ line | " + " | ".join(FACTORIAL_LINES) + " |", "|---|" + "---|" * len(FACTORIAL_LINES)]
+    stats = {}
+    for arm in sorted(cells & set(by_arm)) + (["noop"] if "noop" in by_arm else []):
+        stats[arm] = arm_stats(arm, by_arm[arm], kept, {}, resamples)
+    for a in FACTORIAL_AGENTS:
+        cell = []
+        for line in FACTORIAL_LINES:
+            s = stats.get(f"{a}/{line}")
+            cell.append("-" if s is None else f"{_ci(s['gain'], 3, True)} ({s['runs']}; {s['fixed']} / {s['broken']} "
+                                              f"of {s['question_runs']})")
+        out.append(f"| {a} | " + " | ".join(cell) + " |")
+    if "noop" in stats:
+        s = stats["noop"]
+        out += ["", f"noop: {_ci(s['gain'], 3, True)} ({s['runs']} runs; {s['fixed']} / {s['broken']} of "
+                    f"{s['question_runs']})"]
+    out += ["", "### Pre-registered contrasts (a - b, paired per question on the runs both have; crossed bootstrap "
+                "over cases and questions; p two-sided, decided at 0.05)", "",
+            "| | a | b | difference [95% interval] | p | cases won / lost of | question-runs a>b / b>a of | "
+            "same test answers (runs) |", "|---|---|---|---|---|---|---|---|"]
+    for label, a, b in CONTRASTS:
+        if a not in by_arm or b not in by_arm:
+            out.append(f"| ({label}) | {a} | {b} | no runs | | | | |")
+            continue
+        v = compare(by_arm[a], by_arm[b], resamples)
+        ab, ba, n = discordant(case_rows, rows, a, b)
+        if v["diff"] is None:
+            out.append(f"| ({label}) | {a} | {b} | no runs in common | | | | |")
+            continue
+        out.append(f"| ({label}) | {a} | {b} | {v['diff']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}] | "
+                   f"{v['p']:.3f} | {v['wins']} / {v['losses']} of {v['cases']} | {ab} / {ba} of {n} | "
+                   f"{v['same_answers']} |")
+    return "\n".join(out) + "\n"
