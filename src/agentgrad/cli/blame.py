@@ -347,7 +347,11 @@ def bench_ablation(
     defects: str = typer.Option("all", "--defects", help="Defect families: stale_example, forbidden_field, "
                                                         "wrong_item, distractor (comma list) or all."),
     methods: str = typer.Option("all", "--methods", help="Arms: noop, random_line, gbc, paper, provenance, random, "
-                                                        "all, oracle (comma list) or all."),
+                                                        "all, oracle (comma list) or all; the factorial's cells "
+                                                        "AGENT/LINE (gbc, provenance, random, oracle x grad, "
+                                                        "string, random_line), or factorial: the 12 and noop."),
+    prompts: str = typer.Option("short", "--prompts", help="The prompt set: short (the one-line prompts) or long "
+                                                          "(13-16 lines per agent: role, rules, format, example)."),
     seeds: int = typer.Option(3, "--seeds", help="Seeds per case and arm (0..N-1), run seed by seed."),
     optimizer: str = typer.Option("edit", "--optimizer", help="edit (gradient-guided line removal), deterministic "
                                                              "(Warning bullets) or llm."),
@@ -391,7 +395,8 @@ def bench_ablation(
                            keep_factor=keep_factor, screen_first=screen_first, wordings=_wording_range(wordings),
                            positions=positions or None, agents=agents or None, concurrency=concurrency,
                            stop_after=stop_after or None,
-                           screen_only=screen_only, resume=resume, log=lambda s: console.print(s, markup=False,
+                           screen_only=screen_only, resume=resume, prompts=prompts,
+                           log=lambda s: console.print(s, markup=False,
                                                                                                highlight=False))
     console.print(markdown_table(summary), markup=False, highlight=False)
     from agentgrad.report.html import write_report
