@@ -27,6 +27,31 @@ trace_app = typer.Typer(help="Inspect traces.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks: the paper's, and blame quality.", no_args_is_help=True)
 
 
+TRACE_FILE = "an agentgrad trace (the JSON that agentgrad run, import or blame writes under traces/)"
+
+
+def check_user_file(path: Optional[Path], expected: str) -> None:
+    """A file the user named, looked at before anything loads: an empty, binary or non-UTF-8 file is one
+    line that says what the file is and what was ``expected`` ("a system YAML", ...). A missing file
+    or a folder is left to the reader, whose error already says so."""
+    if path is None or not Path(path).is_file():
+        return
+    from agentgrad.importers.base import read_user_text
+
+    read_user_text(path, expected)
+
+
+def check_new_folder(path: Path, overwrite: bool, name: str) -> None:
+    """A folder to write that is not ``--out`` (``name``: the option or argument, e.g. ``--dump-db``, ``OUT_DIR``):
+    new or empty, unless ``overwrite``; the hint names what the command takes."""
+    from agentgrad.errors import RunError
+
+    if path.exists() and not path.is_dir():
+        raise RunError(f"{name} {path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise RunError(f"{name} {path} is not empty; pass --overwrite to write into it, or choose another {name}")
+
+
 def _open_run(out: Path, resume: bool, digest: str, config: dict):
     """A benchmark run directory; a resumed one must have been started with the same options."""
     from agentgrad.runs.rundir import RunDir
@@ -42,6 +67,7 @@ def _tau_options(system: str, prompts: Optional[Path], model: list[str], user_mo
                  data_dir: Optional[Path]):
     from agentgrad.benchmarks.taubench.run import TauOptions
 
+    check_user_file(prompts, "a prompts YAML (each agent's prompt, as the packaged prompts file)")
     return TauOptions(system, str(prompts) if prompts else None, list(model), user_model, user_temperature, split,
                       tasks, trials, max_steps, str(data_dir) if data_dir else None)
 
@@ -83,7 +109,7 @@ def _check_new_run(out: Path, resume: bool) -> None:
     """A benchmark optimisation writes train/, eval/ and result.json: never into a folder holding anything else."""
     from agentgrad.runs.rundir import check_run_dir
 
-    check_run_dir(out, resume)
+    check_run_dir(out, resume, logs=("train/events.jsonl", "eval/events.jsonl"))
 
 
 def _print_tau_metrics(m: dict) -> None:

@@ -153,9 +153,9 @@ def blame_model_command(
 ) -> None:
     """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
     from agentgrad.benchmarks.planted.model import train_blame_model
-    from agentgrad.core.files import check_new_output
+    from agentgrad.cli._common import check_new_folder
 
-    check_new_output(out_dir, overwrite, "dir")
+    check_new_folder(out_dir, overwrite, "folder")
     cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds or None, seed=seed)
     with console.status("training"):
         rep = train_blame_model(out_dir, cfg)

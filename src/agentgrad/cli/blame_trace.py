@@ -106,5 +106,5 @@ def blame_command(
                   f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
     print_blame_rows(tb.rows(), console)
-    res = write_report(out)
+    res = write_report(out, overwrite=overwrite)  # --overwrite: the folder's report.html too
     console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)

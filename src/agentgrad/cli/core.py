@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from agentgrad.blame.methods import DEFAULT_METHOD
-from agentgrad.cli._common import _progress, app, console, err_console, trace_app
+from agentgrad.cli._common import TRACE_FILE, _progress, app, check_user_file, console, err_console, trace_app
 from agentgrad.errors import ConfigError
 
 @app.command()
@@ -30,6 +30,8 @@ def run(
     from agentgrad.runs.rundir import RunDir, check_run_dir
     from agentgrad.runs.runner import plan_inputs, read_jsonl, run_inputs
 
+    check_user_file(system, "a system YAML (models, agents, and what feeds each; examples/*/system.yaml)")
+    check_user_file(inputs, "JSONL inputs, one JSON object (an example) per line")
     cfg = load_system_config(system)
     for o in model:
         apply_model_override(cfg, o)
@@ -106,6 +108,7 @@ def attribute(
         if ray_address:
             check_reachable(ray_address)
     weight = edge_rule(method)  # an unknown name fails before the model loads
+    check_user_file(target, TRACE_FILE)
     if on_too_long not in ("error", "skip"):
         raise ConfigError(f"--on-too-long takes error or skip, got {on_too_long!r}")
     files = trace_files(target)
@@ -148,6 +151,7 @@ def trace_show(
     from agentgrad.core.trace import Trace
     from agentgrad.report.trace_view import show_trace
 
+    check_user_file(path, TRACE_FILE)
     show_trace(Trace.load(path), console, max_chars)
 
 
@@ -177,6 +181,8 @@ def optimize(
                                               help="Episodes of a step run at once (trainer.concurrency)."),
 ) -> None:
     """Diagnose failures with gradients and repair the blamed agents' prompts, with checkpoints."""
+    check_user_file(config, "an optimisation YAML (task, system, data, scorer, optimizer, trainer; "
+                            "examples/*/optimize.yaml)")
     _optimize_and_report(config, out, resume, overrides=model, method=method, optimizer_kind=optimizer,
                          concurrency=concurrency)
 

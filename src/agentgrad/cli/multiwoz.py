@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
-                                  _TAU_MODEL, _TAU_PROMPTS, _WOZ_N, _WOZ_SEED, _WOZ_SYSTEM, _check_new_run, _dialogue_progress,
+                                  _TAU_MODEL, _TAU_PROMPTS, _WOZ_N, _WOZ_SEED, _WOZ_SYSTEM, _check_new_run, _dialogue_progress, check_user_file,
                                   _open_run, _print_woz_metrics, _training_printer, console)
 from agentgrad.errors import ConfigError
 
@@ -60,6 +60,7 @@ def multiwoz_score(
     from agentgrad.benchmarks.multiwoz.score import score_file
     from agentgrad.core.files import RunFiles, check_new_output
 
+    check_user_file(file, "predictions JSON (our predictions.json, or the standard evaluator's input)")
     if out is not None:
         check_new_output(out, overwrite, "dir")
     with console.status("scoring"):

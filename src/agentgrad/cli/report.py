@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import app, console, err_console
+from agentgrad.cli._common import TRACE_FILE, app, check_user_file, console, err_console
 
 
 @app.command()
@@ -22,6 +22,8 @@ def report(
     """Write one self-contained HTML page: summary, curves, graphs, token heat maps, prompt history, verdicts."""
     from agentgrad.report.html import write_report
 
+    check_user_file(target, TRACE_FILE + ", or a run directory")
+    check_user_file(attribution, "an attribution file (the JSON that agentgrad attribute writes)")
     with console.status("writing the report"):
         res = write_report(target, out, attribution, episodes, overwrite)
     for w in res.warnings[:10]:

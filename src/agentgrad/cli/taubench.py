@@ -10,7 +10,7 @@ import typer
 from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
                                   _TAU_MODEL, _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
                                   _TAU_MAX_STEPS, _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
-                                  console, err_console)
+                                  check_new_folder, console, err_console)
 
 taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
 
@@ -24,10 +24,8 @@ def taubench_replay_gold(
 ) -> None:
     """Replay every task's gold actions through the environment and print the action reward."""
     from agentgrad.benchmarks.taubench.env import replay_gold
-    from agentgrad.core.files import check_new_output
-
     if dump_db is not None:
-        check_new_output(dump_db, overwrite, "dir")
+        check_new_folder(dump_db, overwrite, "--dump-db")
 
     with console.status(f"replaying the gold actions of split {split}"):
         res = replay_gold(split, data_dir, dump_db)

@@ -21,10 +21,10 @@ def tiny_model(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
-    from agentgrad.core.files import check_new_output
+    from agentgrad.cli._common import check_new_folder
     from agentgrad.models.tiny import build_tiny_model
 
-    check_new_output(out_dir, overwrite, "dir")
+    check_new_folder(out_dir, overwrite, "folder")
 
     path = build_tiny_model(out_dir, arch=arch, seed=seed, layers=layers, hidden=hidden)
     console.print(f"tiny {arch} model written to {path} (random weights: for tests and demos only)")

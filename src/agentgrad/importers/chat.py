@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.core.trace import Node, Span, ToolCall, Trace
-from agentgrad.errors import ConfigError
-from agentgrad.importers.base import ImportResult, BadRecord, text_field
+from agentgrad.importers.base import ImportResult, BadRecord, read_user_text, text_field
 
 def chat_trace(messages: Any, id: str = "") -> Trace:
     """One conversation (a list of OpenAI-shaped messages) as a trace."""
@@ -72,10 +71,8 @@ def chat_trace(messages: Any, id: str = "") -> Trace:
 def import_chat(path: str | Path) -> ImportResult:
     """Every conversation of a JSONL file; broken lines are reported with their line number."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {p}: {e}") from None
+    lines = read_user_text(p, 'chat JSONL (one conversation per line: a list of messages, or {"messages": [...]})'
+                           ).splitlines()
     out = ImportResult()
     for n, line in enumerate(lines, 1):
         if not line.strip():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.errors import ConfigError
-from agentgrad.importers.base import BadRecord
+from agentgrad.importers.base import BadRecord, read_user_text
 
 OPENINFERENCE_KIND = "openinference.span.kind"
 GENAI_OPERATION = "gen_ai.operation.name"
@@ -117,10 +117,7 @@ def read_otlp(path: str | Path) -> tuple[list[OtlpSpan], list[str]]:
     A file none of whose records is an export request is a :class:`ConfigError` naming what it looks like.
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {p}: {e}") from None
+    text = read_user_text(p, "OTLP JSON spans (an export request holding 'resourceSpans', or one per line)")
     try:
         docs: list[tuple[int, Any]] = [(1, json.loads(text))]
     except json.JSONDecodeError:

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from agentgrad.core.trace import SCHEMA, Trace
 from agentgrad.errors import ConfigError
-from agentgrad.importers.base import BadRecord, ImportResult
+from agentgrad.importers.base import BadRecord, ImportResult, read_user_text
 from agentgrad.importers.openinference import openinference_trace
 from agentgrad.importers.otel import otel_trace
 from agentgrad.importers.otlp import convention, read_otlp, trace_trees
 
 CONVENTIONS = ("auto", "openinference", "genai")
+ANY_TRACE = ("a trace agentgrad reads: OTLP JSON ('resourceSpans'), chat JSONL or an agentgrad trace "
+             "(docs/importers.md lists the formats)")
 
 
 def import_spans(path: str | Path, conv: str = "auto") -> ImportResult:
@@ -62,11 +64,7 @@ def import_file(path: str | Path) -> ImportResult:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{p} is a directory; give an exported trace file (OTLP JSON, chat JSONL or an agentgrad trace)")
-    try:
-        with open(p, encoding="utf-8") as f:
-            head = f.read(65536)
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read {p}: {e}") from None
+    head = read_user_text(p, ANY_TRACE)[:65536]
     if '"resourceSpans"' in head:
         return import_spans(p)
     if f'"{SCHEMA}"' in head:
@@ -78,5 +76,4 @@ def import_file(path: str | Path) -> ImportResult:
         rec = None
     if isinstance(rec, list) or (isinstance(rec, dict) and "messages" in rec):
         return import_chat(p)
-    raise ConfigError(f"{p} is not a trace agentgrad reads: not OTLP JSON ('resourceSpans'), chat JSONL or an "
-                      f"agentgrad trace (docs/importers.md lists the formats)")
+    raise ConfigError(f"{p} is not {ANY_TRACE}")

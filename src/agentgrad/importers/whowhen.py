@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -62,14 +63,20 @@ def whowhen_trace(log: Any, id: str, subset: str) -> Trace:
 
 def _whowhen_members(path: Path) -> Iterator[tuple[str, str, Any]]:
     """(subset, file stem, parsed JSON or the BadRecord that reading it raised) of every log in the archive."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise ConfigError(f"{path} is empty (0 bytes), so it is not the Who&When archive (who_and_when.tar.gz)")
     try:
         tar = tarfile.open(path)
     except FileNotFoundError:
         raise ConfigError(f"the Who&When archive {path} does not exist") from None
-    except (OSError, tarfile.TarError):
-        raise ConfigError(f"cannot read the Who&When archive {path}: not a .tar.gz archive") from None
+    except (OSError, EOFError, tarfile.TarError, zlib.error):  # EOFError: a gzip stream cut short
+        raise ConfigError(f"cannot read the Who&When archive {path}: not a .tar.gz archive (or one cut short)") from None
     with tar:
-        for m in sorted(tar.getmembers(), key=lambda m: m.name):
+        try:
+            members = tar.getmembers()
+        except (OSError, EOFError, tarfile.TarError, zlib.error):  # a gzip stream cut short, a corrupt tar
+            raise ConfigError(f"cannot read the Who&When archive {path}: cut short or not a .tar.gz archive") from None
+        for m in sorted(members, key=lambda m: m.name):
             parts = m.name.split("/")
             if not m.isfile() or not m.name.endswith(".json") or len(parts) < 2:
                 continue

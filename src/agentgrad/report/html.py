@@ -371,8 +371,8 @@ def write_report(target: Path, out: Path | None = None, attribution: Path | None
     if out.is_dir():
         raise RunError(f"--out {out} is a directory; give a file name ending in .html")
     if out.exists() and not overwrite and not _is_report(out):
-        raise RunError(f"--out {out} exists and is not an agentgrad report; pass --overwrite to replace it, "
-                       "or choose another --out")
+        raise RunError(f"{out} exists and is not an agentgrad report; move it away, or replace it: agentgrad "
+                       f"report {target} --out {out} --overwrite")
     html, info = render_report(target, attribution, episodes)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, html)

@@ -43,18 +43,25 @@ def _never_started(path: Path) -> bool:
     return True
 
 
-def check_run_dir(path: str | os.PathLike, resume: bool = False) -> None:
-    """The checks of :class:`RunDir` without creating anything (run them before loading models)."""
+def check_run_dir(path: str | os.PathLike, resume: bool = False, logs: tuple[str, ...] = ("events.jsonl",)) -> None:
+    """The checks of :class:`RunDir` without creating anything (run them before loading models).
+
+    ``logs`` are where a run of this kind keeps its events log (``events.jsonl``; a benchmark
+    optimisation's ``train/events.jsonl``): a folder holding one is a run that ``--resume`` continues,
+    and only then is ``--resume`` the advice; any other non-empty folder is not a run to resume."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise RunError(f"{p} exists and is not a directory")
     fresh = not p.exists() or not any(p.iterdir()) or _never_started(p)
-    if not fresh and not resume:
+    if fresh:
+        return  # nothing was done yet (resuming is starting)
+    is_run = any((p / log).exists() for log in logs)
+    if not is_run:
+        raise RunError(f"{'cannot resume ' if resume else '--out '}{p}: the folder is not empty and holds no "
+                       f"agentgrad run (no {' or '.join(logs)}), so there is nothing to resume; choose another "
+                       f"--out, or empty that folder")
+    if not resume:
         raise RunError(f"run directory {p} is not empty; pass --resume to continue it, or choose another --out")
-    if resume and fresh:
-        return  # nothing was done yet: resuming is starting
-    if resume and not (p / "events.jsonl").exists():
-        raise RunError(f"cannot resume {p}: it has no events.jsonl (not a run directory)")
 
 
 class RunDir:
