@@ -11,7 +11,14 @@ prefix: system prompt, tool schemas), three predecessor outputs of 100 tokens ea
       same agent (Scorer(mode="cached"), what agentgrad runs by default),
   (d) generating the 100 output tokens with autograd on, then one backward pass,
 
-and the ratios (b)/(a), (c)/(a), (c)/(b), (d)/(c). Each measurement runs in its own process:
+and the ratios (b)/(a), (c)/(a), (c)/(b), (d)/(c). With ``--cases`` it also times, on the same call,
+
+  (r) the plain reference of agentgrad.attribution.gbc (one full gradient pass, every logit),
+  (s) Captum's Saliency (|gradient|, whence the L1 weights), and
+  (x) Captum's InputXGradient (gradient x input, whence the g.e weights), each one full pass,
+
+and prints each beside the engine's (c) as a ratio (Captum: pip install -e ".[attribution-check]").
+Each measurement runs in its own process:
 time is the median of the timed runs after a warm-up; peak extra memory, measured in another
 process, is the peak of one run minus what was allocated before it (model, and for (c) the prefix
 cache): CUDA's allocator statistics on a GPU; on CPU the resident set size sampled every
@@ -20,6 +27,7 @@ allocation, hence the separate process for timing).
 
     python benchmarks/attribution_cost.py                  # CPU
     python benchmarks/attribution_cost.py --device cuda    # GPU
+    python benchmarks/attribution_cost.py --prompts 4000 --cases c,r,s,x --repeats 1 --time-only
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ LABELS = {
     "b": "(b) naive gradient",
     "c": "(c) prefix-cached gradient",
     "d": "(d) gradient through generation",
+    "r": "(r) reference gbc.py",
+    "s": "(s) Captum Saliency",
+    "x": "(x) Captum InputXGradient",
 }
 
 
@@ -127,6 +138,32 @@ def measure(case: str, prompt: int, device: str, dtype: str, layers: int, repeat
         def run():
             with torch.no_grad():
                 model(input_ids=ids_t, use_cache=False, logits_to_keep=OUT + 1)
+    elif case == "r":
+        from agentgrad.attribution.gbc import gbc
+
+        def run():
+            gbc(model, ids, call.output_range, call.source_ranges)
+    elif case in ("s", "x"):
+        from captum.attr import InputXGradient, Saliency
+
+        from agentgrad.attribution.gbc import source_weights
+
+        o_s, o_e = call.output_range
+        y = ids_t[0, o_s:o_e]  # (n_out,)
+
+        def objective(embeds):  # (1, T, H) -> (1,): sum_i log p(y_i), the scorer's objective
+            logits = model(inputs_embeds=embeds).logits[0].float()  # (T, V)
+            return logits[o_s - 1:o_e - 1].log_softmax(-1).gather(-1, y[:, None]).sum()[None]
+
+        method = Saliency(objective) if case == "s" else InputXGradient(objective)
+        kw = {"abs": True} if case == "s" else {}
+
+        def run():
+            with torch.no_grad():
+                e = model.get_input_embeddings()(ids_t)  # (1, T, H)
+            per_token = method.attribute(e, **kw)[0].double().sum(-1)  # (T,): ||g_t||_1 or g_t . e_t
+            for ranges in call.source_ranges.values():
+                source_weights(per_token, per_token, ranges)
     elif case in ("b", "c"):
         scorer = Scorer(tokenizer=None, model=model, mode="naive" if case == "b" else "cached")
         if case == "c":
@@ -196,12 +233,24 @@ def main() -> None:
     ap.add_argument("--prompts", default="1000,4000", help="prompt lengths (comma-separated)")
     ap.add_argument("--repeats", type=int, default=2, help="timed runs per case (median), after one warm-up")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--cases", default=",".join(CASES),
+                    help="which cases (comma-separated, of a,b,c,d and r,s,x: the reference gbc.py, Captum's "
+                         "Saliency and InputXGradient)")
+    ap.add_argument("--time-only", action="store_true", help="no memory measurement (one process per case less)")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--what", default="time", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case:
         return child(args)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if not cases or any(c not in LABELS for c in cases):
+        sys.exit(f"--cases: choose among {', '.join(LABELS)}; got {args.cases!r}")
+    if {"s", "x"} & set(cases):
+        try:
+            import captum.attr  # noqa: F401
+        except ImportError as e:
+            sys.exit(f"cases s and x need Captum ({e}): pip install -e '.[attribution-check]'")
 
     env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
     limit = 0
@@ -222,9 +271,9 @@ def main() -> None:
     results: dict[int, dict[str, dict]] = {}
     for prompt in [int(p) for p in args.prompts.split(",")]:
         results[prompt] = {}
-        for case in CASES:
+        for case in cases:
             r = child_run(case, prompt, "time")
-            if not r.get("oom"):
+            if not r.get("oom") and not args.time_only:
                 mem = child_run(case, prompt, "memory")
                 r = r | mem if not mem.get("oom") else mem
             results[prompt][case] = r
@@ -233,31 +282,33 @@ def main() -> None:
                       f"{limit / 2**30:.1f} GiB (it keeps about {kv_copies_bytes(prompt, args.layers, args.dtype) / 2**30:.1f}"
                       f" GiB of key/value copies for backward)", flush=True)
                 continue
-            print(f"  measured {LABELS[case]:34s} prompt {prompt:5d}: {r['seconds']:8.3f} s, "
-                  f"{r['peak_extra_bytes'] / 2**20:8.1f} MiB", flush=True)
+            mem = f", {r['peak_extra_bytes'] / 2**20:8.1f} MiB" if "peak_extra_bytes" in r else ""
+            print(f"  measured {LABELS[case]:34s} prompt {prompt:5d}: {r['seconds']:8.3f} s{mem}", flush=True)
 
     def fmt(r: dict, key: str, scale: float = 1.0) -> str:
-        return f"{'OOM':>15s}" if r.get("oom") else f"{r[key] / scale:15.3f}"
+        return f"{'OOM':>15s}" if r.get("oom") else f"{r[key] / scale:15.3f}" if key in r else f"{'-':>15s}"
 
     def ratio(rx: dict, ry: dict, key: str) -> str:
-        if rx.get("oom") or ry.get("oom") or not ry[key]:
+        if rx.get("oom") or ry.get("oom") or key not in rx or key not in ry or not ry[key]:
             return f"{'n/a':>15s}"
         return f"{rx[key] / ry[key]:15.3f}"
 
-    first = next(iter(results.values()))["a"]
+    first = next(iter(next(iter(results.values())).values()))
     print(f"\nmodel: Llama-shaped, {first['params'] / 1e6:.0f}M parameters, {args.dtype}, device {args.device}; "
           f"call = prompt + 3 x {PRED} predecessor tokens + {OUT} output tokens")
     header = f"{'':36s}" + "".join(f"{'prompt ' + str(p):>30s}" for p in results)
     print(header)
     print(f"{'':36s}" + "".join(f"{'time (s)':>15s}{'peak extra MiB':>15s}" for _ in results))
-    for case in CASES:
+    for case in cases:
         row = f"{LABELS[case]:36s}"
         for p in results:
             r = results[p][case]
             row += fmt(r, "seconds") + fmt(r, "peak_extra_bytes", 2**20)
         print(row)
     print()
-    ratios = [("(b)/(a)", "b", "a"), ("(c)/(a)", "c", "a"), ("(c)/(b)", "c", "b"), ("(d)/(c)", "d", "c")]
+    ratios = [("(b)/(a)", "b", "a"), ("(c)/(a)", "c", "a"), ("(c)/(b)", "c", "b"), ("(d)/(c)", "d", "c"),
+              ("(r)/(c)", "r", "c"), ("(s)/(c)", "s", "c"), ("(x)/(c)", "x", "c")]
+    ratios = [x for x in ratios if x[1] in cases and x[2] in cases]
     print(f"{'ratio':36s}" + "".join(f"{'time':>15s}{'memory':>15s}" for _ in results))
     for name, x, y in ratios:
         row = f"{name:36s}"
@@ -267,12 +318,17 @@ def main() -> None:
         print(row)
     print()
     targets = []
-    if 1000 in results:
+    at4k = results.get(4000, {})
+    if "c" in at4k and {"s", "x"} & set(at4k) and not any(at4k[k].get("oom") for k in at4k):
+        v = min(at4k[k]["seconds"] for k in ("s", "x") if k in at4k) / at4k["c"]["seconds"]
+        targets.append(("Captum / (c) time at prompt 4000 >= 3", v, v >= 3))
+    if 1000 in results and {"a", "c"} <= set(results[1000]):
         v = results[1000]["c"]["seconds"] / results[1000]["a"]["seconds"]
         targets.append(("(c)/(a) time at prompt 1000 <= 0.9", v, v <= 0.9))
-    if 4000 in results:
+    if {"a", "c"} <= set(at4k):
         v = results[4000]["c"]["seconds"] / results[4000]["a"]["seconds"]
         targets.append(("(c)/(a) time at prompt 4000 <= 0.4", v, v <= 0.4))
+    if {"b", "c"} <= set(at4k) and "peak_extra_bytes" in at4k["b"]:
         m = results[4000]["c"]["peak_extra_bytes"] / results[4000]["b"]["peak_extra_bytes"]
         targets.append(("(c) peak memory <= 0.5 x (b) at prompt 4000", m, m <= 0.5))
     for name, v, ok in targets:
