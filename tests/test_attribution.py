@@ -491,3 +491,22 @@ def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama
     sc.graph_bytes = 1
     sc.attribute_node(tr, node, keep=True)
     assert not sc._forwards
+
+
+def test_attribution_modules_import_no_private_name_and_contrast_does_not_import_the_scorer():
+    """No module of agentgrad.attribution imports another module's private name, and the contrastive
+    objective reaches the prefix cache through the scorer's public method (no import circle)."""
+    import ast
+    from pathlib import Path
+
+    import agentgrad.attribution as pkg
+
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentgrad"):
+                private = [a.name for a in node.names if a.name.startswith("_")]
+                assert not private, (path.name, node.module, private)
+                if path.name == "contrast.py":
+                    assert node.module != "agentgrad.attribution.scorer", "contrast.py imports the scorer"
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                assert isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"), (path.name, node.attr)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentgrad.attribution.prefix import rewrap_cache
 from agentgrad.errors import ConfigError
 from agentgrad.models.batching import cache_kwarg, output_cache
 
@@ -55,14 +56,12 @@ def contrast_gradients(scorer: Any, r: Any, start: int, p: int, q: int, g: list[
     differentiated; the output's rows are zero."""
     import torch
 
-    from agentgrad.attribution.scorer import rewrap_cache  # each continuation gets its own cache (no cycle at import)
-
     model = scorer.model
     dev = scorer.device
     ids = torch.tensor(r.input_ids, device=dev)  # (T,)
     o_s = r.output_range[0]
     emb = model.get_input_embeddings()
-    past, hit = scorer._prefix_cache(ids[:start]) if start > 0 else (None, False)
+    past, hit = scorer.prefix_cache(ids[:start]) if start > 0 else (None, False)
     g_ids = torch.tensor(g, device=dev)  # (n_g,)
     with torch.no_grad():
         e = emb(ids[start:][None])  # (1, T - start, H)
@@ -80,7 +79,7 @@ def contrast_gradients(scorer: Any, r: Any, start: int, p: int, q: int, g: list[
             lp = head[tokens[0]]
             if n > 1:
                 o = model(inputs_embeds=embeds[:, :-1], use_cache=True, logits_to_keep=n - 1,
-                          **{kw: rewrap_cache(cache)})
+                          **{kw: rewrap_cache(cache)})  # each continuation its own cache
                 rest = o.logits[0].float().log_softmax(-1).gather(-1, tokens[1:, None])[:, 0]  # (n - 1,)
                 lp = lp + rest.sum()
             return lp / n

@@ -20,7 +20,6 @@ and output log-probabilities instead of running the unoccluded call again.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any, Callable, Literal
 
 from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
 from agentgrad.attribution.graph import AttributionGraph, Edge
+from agentgrad.attribution.prefix import PrefixCache, rewrap_cache  # noqa: F401 (rewrap_cache: imported from here)
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
@@ -140,19 +140,6 @@ def _runs(positions: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-
-def rewrap_cache(cache: Any) -> Any:
-    """A cache object that shares the stored tensors but not the containers that ``update`` rebinds.
-
-    transformers' dynamic cache layers replace their ``keys``/``values`` with new tensors
-    (``torch.cat``) on every update; giving each use its own layer objects keeps the stored
-    prefix intact without copying a single tensor.
-    """
-    new = copy.copy(cache)
-    new.layers = [copy.copy(layer) for layer in cache.layers]
-    return new
-
-
 class Scorer:
     """A white-box Hugging Face causal LM that scores recorded calls.
 
@@ -219,10 +206,9 @@ class Scorer:
         self.mode = mode
         self.on_too_long = on_too_long
         self.max_context = context_length(model, tokenizer, max_context)
-        self.cache_size, self.cache_bytes = cache_size, cache_bytes
-        self._cache: OrderedDict[tuple[int, ...], Any] = OrderedDict()
-        self._cache_nbytes: dict[tuple[int, ...], int] = {}
-        self.cache_stats = {"hits": 0, "misses": 0}
+        self.prefixes = PrefixCache(cache_size, cache_bytes)  # prefix token ids -> no-grad key/value cache
+        self._cache = self.prefixes.entries
+        self.cache_stats = self.prefixes.stats
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
         self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
@@ -246,6 +232,22 @@ class Scorer:
     @property
     def device(self) -> Any:
         return next(self.model.parameters()).device
+
+    @property
+    def cache_size(self) -> int:
+        return self.prefixes.size
+
+    @cache_size.setter
+    def cache_size(self, n: int) -> None:
+        self.prefixes.size = n
+
+    @property
+    def cache_bytes(self) -> int:
+        return self.prefixes.nbytes
+
+    @cache_bytes.setter
+    def cache_bytes(self, n: int) -> None:
+        self.prefixes.nbytes = n
 
     # --- one call -------------------------------------------------------------------------
     def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
@@ -373,9 +375,9 @@ class Scorer:
         # it: one forward call, not two (a call costs ~0.1 s of overhead on a CPU, whatever its length)
         # (on a GPU, or for a long prefix, the backward pass over the prefix would cost more)
         merged = keep and 0 < start <= self.merge_prefix_tokens and self.device.type == "cpu" and self._plain_kv \
-            and tuple(r.input_ids[:start]) not in self._cache
+            and tuple(r.input_ids[:start]) not in self.prefixes
         if start > 0 and not merged:
-            past, hit = self._prefix_cache(ids[:start])
+            past, hit = self.prefix_cache(ids[:start])
         with torch.no_grad():
             e_all = emb(ids[0 if merged else start:][None])  # (1, T or T - start, H)
         e = e_all[:, start:].clone() if merged else e_all  # (1, T - start, H)
@@ -401,9 +403,8 @@ class Scorer:
             token_lp = logits.log_softmax(-1).gather(-1, ids[o_s:o_e][:, None])[:, 0]  # (n_out,)
         cache = output_cache(out) if keep or merged else None
         if merged:
-            self.cache_stats["misses"] += 1
-            self._keep_prefix(tuple(r.input_ids[:start]), [(l.keys[:, :, :start], l.values[:, :, :start])
-                                                           for l in cache.layers])
+            self.prefixes.keep(tuple(r.input_ids[:start]), [(l.keys[:, :, :start], l.values[:, :, :start])
+                                                            for l in cache.layers])
         kv = [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers] \
             if keep and self._plain_kv and cache is not None else []
         for pair in kv:
@@ -491,7 +492,7 @@ class Scorer:
         start = calls[0][1]
         B = len(calls)
         ids0 = torch.tensor(calls[0][0].input_ids, device=self.device)
-        past, hit = self._prefix_cache(ids0[:start])
+        past, hit = self.prefix_cache(ids0[:start])
         for layer in past.layers:  # the one stored prefix, seen by every row (no copy)
             layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
             layer.values = layer.values.expand(B, *layer.values.shape[1:])
@@ -528,36 +529,10 @@ class Scorer:
             (grad,) = torch.autograd.grad(total, leaf)  # (B, L, H)
         return [(grad[b, L - n:], e[b, L - n:], start, log_probs[b], hit) for b, n in enumerate(lens)]
 
-    def _prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
-        """The no-grad key/value cache of ``prefix`` (re-wrapped for one use), and whether it was kept."""
-        import torch
-
-        key = tuple(prefix.tolist())
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            self.cache_stats["hits"] += 1
-            return rewrap_cache(self._cache[key]), True
-        self.cache_stats["misses"] += 1
-        with torch.no_grad():
-            out = self.model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)
-        cache = output_cache(out)
-        self._store_prefix(key, cache)
-        return rewrap_cache(cache), False
-
-    def _keep_prefix(self, key: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
-        """Keep a prefix's cache from per-layer (keys, values) slices of a longer pass (copied)."""
-        from transformers import DynamicCache
-
-        self._store_prefix(key, DynamicCache(ddp_cache_data=[(k.detach().clone(), v.detach().clone()) for k, v in kv]))
-
-    def _store_prefix(self, key: tuple[int, ...], cache: Any) -> None:
-        self._cache[key] = cache
-        self._cache_nbytes[key] = sum(t.numel() * t.element_size() for l in cache.layers for t in (l.keys, l.values))
-        while len(self._cache) > 1 and (
-            len(self._cache) > self.cache_size or sum(self._cache_nbytes.values()) > self.cache_bytes
-        ):
-            old, _ = self._cache.popitem(last=False)
-            del self._cache_nbytes[old]
+    def prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
+        """The no-grad key/value cache of ``prefix`` ((P,) token ids), re-wrapped for one use, and
+        whether it was kept from an earlier call (:class:`agentgrad.attribution.prefix.PrefixCache`)."""
+        return self.prefixes.get(self.model, prefix)
 
     def occlusion_vectors(self, trace: Trace, node: Node, filler: str = " ") -> Any:
         """The log p of every output token of a call, as recorded and with each source's tokens
@@ -685,8 +660,7 @@ class Scorer:
 
     def clear_cache(self) -> None:
         """Forget the kept prefix caches and forward passes."""
-        self._cache.clear()
-        self._cache_nbytes.clear()
+        self.prefixes.clear()
         for fw in self._forwards.values():
             fw.kept = False
         self._forwards.clear()
