@@ -510,3 +510,22 @@ def test_attribution_modules_import_no_private_name_and_contrast_does_not_import
                     assert node.module != "agentgrad.attribution.scorer", "contrast.py imports the scorer"
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 assert isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"), (path.name, node.attr)
+
+
+def test_the_scorer_satisfies_the_protocols_and_a_stand_in_only_the_base(tiny_llama):
+    from agentgrad.attribution.protocol import (CAPABILITIES, AttributionScorer, GradientScorer, OcclusionScorer,
+                                                capabilities)
+    from conftest import IdealScorer
+
+    sc = Scorer(str(tiny_llama))
+    assert isinstance(sc, GradientScorer) and isinstance(sc, OcclusionScorer)
+    assert capabilities(sc) == set(CAPABILITIES)
+    ideal = IdealScorer(sc.tokenizer)  # a stand-in scorer: weights and log p, nothing else
+    assert isinstance(ideal, AttributionScorer) and not isinstance(ideal, OcclusionScorer)
+    assert capabilities(ideal) == frozenset() and capabilities(None) == frozenset()
+
+    class Keeps(IdealScorer):
+        def attribute_node(self, trace, node, target_chars=None, keep=False):
+            return super().attribute_node(trace, node, target_chars)
+
+    assert capabilities(Keeps(sc.tokenizer)) == {"keep"}  # read from the signature where not declared

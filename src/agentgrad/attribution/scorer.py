@@ -28,6 +28,7 @@ from typing import Any, Callable, Literal
 from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
 from agentgrad.attribution.graph import AttributionGraph, Edge
 from agentgrad.attribution.prefix import PrefixCache, rewrap_cache  # noqa: F401 (rewrap_cache: imported from here)
+from agentgrad.attribution.protocol import CAPABILITIES
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
@@ -165,6 +166,8 @@ class Scorer:
             passes asked to be kept (``attribute_node(..., keep=True)``, as a blame context does),
             and none bigger than this.
     """
+
+    capabilities: frozenset[str] = frozenset(CAPABILITIES)  # all of them: see agentgrad.attribution.protocol
 
     def __init__(
         self,
