@@ -230,6 +230,36 @@ def test_demo_report_in_chromium(demo_run, page):
     assert not [c for c in page.seen["console"] if c[0] in ("error", "pageerror")]
 
 
+@browser
+def test_the_report_opens_with_who_was_blamed_and_the_held_out_score(demo_run, tmp_path, page):
+    """Read as a person reads it: the first sentence under the title says who was blamed, what changed
+    and the held-out score before -> after; the chart's axes are named; the figures carry names, not keys."""
+    run = tmp_path / "R"
+    shutil.copytree(demo_run, run)
+    final = json.loads((run / "final.json").read_text())
+    final.update(test_before=0.25, test_after=0.75, test_size=4)  # what the trainer adds with a test split
+    (run / "final.json").write_text(json.dumps(final))
+    res = write_report(run)
+    _open(page, res.path)
+    lines = [ln for ln in page.locator("body").inner_text().splitlines() if ln.strip()]
+    assert lines[0] == f"agentgrad report: {run}"
+    first = lines[1]  # the sentence read first
+    counts = {}
+    for e in (json.loads(ln) for ln in (run / "events.jsonl").read_text().splitlines()):
+        for a, n in (e.get("blamed") or {}).items() if e.get("event") == "step" else ():
+            counts[a] = counts.get(a, 0) + n
+    most = max(counts, key=counts.get)
+    assert first.startswith(f"Blamed {most} (in {counts[most]} of ") and "rewrote the prompt" in first, first
+    assert first.endswith("held-out test score 0.25 → 0.75 on 4 questions no step read."), first
+    assert page.locator("svg.chart text.axis-title").all_text_contents() == ["training sample (in the order trained)",
+                                                                           "score"]
+    summary = page.locator("#summary").inner_text()
+    for key in ("test_before", "test_after", "test_size", "val_score", "train_score"):
+        assert key not in summary, key
+    assert "held-out test score, starting prompts\t0.25" in summary and "held-out test score, final prompts\t0.75" in summary
+    assert not [c for c in page.seen["console"] if c[0] in ("error", "pageerror")]
+
+
 @pytest.mark.slow
 @browser
 def test_benchmark_report_in_chromium(tmp_path, tiny_llama, page):

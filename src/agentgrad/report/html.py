@@ -70,10 +70,24 @@ def _flatten(d: Any, prefix: str = "", out: dict[str, Any] | None = None, depth:
     return out
 
 
+# What the keys of a run's files mean, in the words a reader knows (the final figures of an optimisation)
+LABELS = {
+    "train_score": "training score (mean over the training samples)",
+    "val_score": "validation score (the gate's questions, which chose the prompts)",
+    "steps": "optimisation steps",
+    "accepted": "steps kept by the validation gate",
+    "rejected": "steps rejected by the validation gate (prompts put back)",
+    "test_before": "held-out test score, starting prompts",
+    "test_after": "held-out test score, final prompts",
+    "test_size": "held-out test questions (read by no step and no gate)",
+}
+
+
 def kv_table(d: Any) -> Markup:
-    """A two-column table of a (nested) dict; long lists are cut."""
+    """A two-column table of a (nested) dict; long lists are cut; a key of :data:`LABELS` in its words."""
     rows = []
     for k, v in _flatten(d).items():
+        k = LABELS.get(k, k)
         if isinstance(v, list) and len(v) > 12:
             v = v[:12] + [f"... {len(v) - 12} more"]
         rows.append(Markup("<tr><td>{}</td><td>{}</td></tr>").format(k, fmt(v)))
@@ -147,6 +161,58 @@ def _chart(part: dict[str, Any]) -> dict[str, Any] | None:
             "points": [(*xy(i, v), i + 1, fmt(v)) for i, v in enumerate(vals)],
             "avg": " ".join(f"{x},{y}" for x, y in avg) if n > 1 else "",
             "val": " ".join(f"{x},{y}" for x, y in val) if len(val) > 1 else "", "steps": step_pts}
+
+
+def _and(words: list[str]) -> str:
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def _score(v: Any) -> str:
+    return f"{v:.2f}" if isinstance(v, (int, float)) else "-"
+
+
+def _headline(part: dict[str, Any]) -> str | None:
+    """The report's first sentence: who was blamed, what changed, and the held-out score before -> after
+    (an optimisation), or what each method blamed (``agentgrad blame``); None for other runs."""
+    if part["kind"] == "optimisation":
+        counts: dict[str, int] = {}
+        for s in part["steps"]:
+            for a, n in (s.get("blamed") or {}).items():
+                counts[str(a)] = counts.get(str(a), 0) + int(n or 0)
+        failures = sum(int(s.get("failures") or 0) for s in part["steps"])
+        blamed = sorted(counts, key=lambda a: -counts[a])
+        who = (_and([f"{a} (in {counts[a]} of {failures} failed samples)" for a in blamed[:3]])
+               + (f" and {len(blamed) - 3} more" if len(blamed) > 3 else "") if blamed else "no agent")
+        first, last = (part["prompts"][0]["prompts"], part["prompts"][-1]["prompts"]) if part["prompts"] else ({}, {})
+        final = part["final"] if isinstance(part.get("final"), dict) else {}
+        changed = [a for a in last if first.get(a) != last[a]]
+        if isinstance(final.get("prompts"), dict):
+            changed = [a for a, t in final["prompts"].items() if first.get(a) != t]
+        steps = [s for s in part["steps"] if s.get("accepted") is not None]
+        kept = sum(s.get("accepted") is True for s in steps)
+        what = (f"rewrote the prompt{'s' if len(changed) > 1 else ''} of {_and(changed)}" if changed
+                else "changed no prompt")
+        what += f" ({kept} of {len(steps)} proposed edits kept by the validation gate)" if steps else ""
+        if isinstance(final.get("test_before"), (int, float)) and isinstance(final.get("test_after"), (int, float)):
+            score = (f"held-out test score {_score(final['test_before'])} → {_score(final['test_after'])}"
+                     + (f" on {final['test_size']} questions no step read" if final.get("test_size") else ""))
+        elif isinstance(final.get("val_score"), (int, float)):
+            score = (f"validation score {_score(part.get('val_start'))} → {_score(final['val_score'])} "
+                     f"(no held-out test split in this run)")
+        else:
+            score = "no final score yet (the run has not finished)"
+        return f"Blamed {who}; {what}; {score}."
+    if part["kind"] == "blamed" and isinstance(part.get("metrics"), dict):
+        rows = part["metrics"].get("blame") or []
+        said = []
+        for r in rows:
+            repair = ", ".join(r.get("repair") or [])
+            fix = f"; repair {repair}'s prompt" if repair and repair != r.get("agent") else ""
+            said.append(f"{r.get('method')} blames {r.get('agent') or 'nothing'}"
+                        + (f" ({r.get('kind')} n{r['node']}{fix})" if r.get("node") is not None else ""))
+        loss = part["metrics"].get("loss")
+        return (f"For “{loss}”: " if loss else "") + "; ".join(said) + "." if said else None
+    return None
 
 
 def _final_summary(final: dict[str, Any]) -> dict[str, Any]:
@@ -336,6 +402,7 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
                       "final_summary": _final_summary(p["final"]) if isinstance(p.get("final"), dict) else None})
         if p["prompts"]:
             history.update(_prompt_history(p))
+    headline = next((h for h in (_headline(p) for p in data["parts"]) if h), None)
     n_episodes = sum(len(p["episodes"]) for p in data["parts"])
     script = _static("static/report.js")
     kinds = {"optimisation": "optimisation run", "multiwoz": "MultiWOZ evaluation", "taubench": "tau-bench evaluation",
@@ -345,6 +412,7 @@ def render_report(target: Path, attribution: Path | None = None, episodes: int =
              "optimisation+taubench": "tau-bench optimisation (train and eval)"}
     html = _environment().from_string(_static("templates/report.html.j2")).render(
         title=f"agentgrad report: {target.name}", target=str(target), kind_text=kinds.get(data["kind"], data["kind"]),
+        headline=headline,
         generated=time.strftime("%Y-%m-%d %H:%M"), version=__version__, n_episodes=n_episodes, shown=shown,
         has_parts=any(e["part"] for e in shown), parts=parts, result=data["result"], warnings=warnings,
         prompt_history=history, verdicts=_verdict_tables(data, links), weights=WEIGHT_NAMES,
