@@ -8,7 +8,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from agentgrad.benchmarks.planted import episodes as E
-from agentgrad.benchmarks.planted.bench import run_benchmark, summarize, top1_credit, wilson
+from agentgrad.benchmarks.planted.bench import Cost, run_benchmark, summarize, top1_credit, wilson
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError
@@ -141,7 +141,10 @@ def test_the_carry_test_does_not_take_a_neighbouring_value_for_the_cue(text, pea
     value: only the key of ``key: value`` (spaces, quotes, one ':' or '=' between) is its cue."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.blame.walk import _carried, _cue_before
+    from agentgrad.blame.facts import LINES
+    from agentgrad.blame.walk import _carried
+
+    _cue_before = LINES.cue_before
 
     at = text.index(peak)
     r = NS(offsets=[(at, at + len(peak))], source_chars={1: [(0, len(text))]})
@@ -159,7 +162,10 @@ def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_t
     the way, or free text) any occurrence counts, as before."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.blame.walk import _carried, _fact_key, _held
+    from agentgrad.blame.facts import LINES
+    from agentgrad.blame.walk import _carried, _fact_key
+
+    _held = LINES.held
 
     out, echo, hal = "storm: calm\nanimal: unknown", "animal: shy canyon\nstorm: calm", "ref: unknown\narea: old"
     nodes = {1: NS(text=echo), 2: NS(text=hal), 3: NS(text=out)}
@@ -186,9 +192,9 @@ def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_t
 def test_the_unit_a_gradient_peak_stands_for_is_a_value_or_the_whole_sentence(line, unit):
     """On a ``key: value`` line the value; in a sentence the sentence, even with a clock time in it
     (its colon once read as a key's, so that '30.' was followed instead of the sentence)."""
-    from agentgrad.blame.walk import _unit
+    from agentgrad.blame.facts import LINES
 
-    a, b = _unit("first line\n" + line + "\nlast", len("first line\n") + 1)
+    a, b = LINES.unit("first line\n" + line + "\nlast", len("first line\n") + 1)
     assert ("first line\n" + line)[a:b] == unit
 
 
@@ -350,10 +356,11 @@ def test_temporal_credit_and_top2_find_the_planted_source_with_an_ideal_copier(t
     n = 6
     for seed in range(n):
         ep = E.generate(topology, fault, seed)
-        ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed)
+        cost = Cost()
+        ctx = BlameContext(E.without_truth(ep.trace), ep.loss, sc, seed, meter=cost)
         hits["temporal"] += temporal(ctx)[0].node == ep.truth["node"]
         hits["top2"] += top2(ctx)[0].node == ep.truth["node"]
-        assert ctx.forward_passes >= 1
+        assert cost.forward >= 1
     assert hits["temporal"] == n
     if fault == "wrong_value" and topology != "broadcast":
         assert hits["top2"] == n  # an exact gradient makes the top-2 walk with the stop test exact as well

@@ -268,7 +268,10 @@ def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
     from transformers import AutoTokenizer
 
     from agentgrad.attribution.render import render_call
-    from agentgrad.blame.walk import INVENTED, SUPPORTED
+    from agentgrad.blame.rules import WALK_RULES
+    from agentgrad.blame.walk import SUPPORTED
+
+    INVENTED = WALK_RULES["origin"].params["invented"]
 
     class Copier(IdealScorer):  # log p of a line: copied 0.99; "Rome" (invented) 1e-4; else 0.01
         def output_logprobs(self, node):
@@ -385,7 +388,7 @@ def test_blend_reads_whole_values_and_follows_the_holders_of_a_rewritten_key(tin
     reads values whole: "7 km" is not held by A's "17 km" (a substring match would walk on past B)."""
     from transformers import AutoTokenizer
 
-    from agentgrad.blame.walk import _occurs
+    from agentgrad.blame.facts import occurrences as _occurs
 
     assert _occurs("dist: 17 km", "7 km") == [(7, 11)] and _occurs("dist: 17 km", "7 km", whole=True) == []
     assert _occurs("a cat. cats", "cat", whole=True) == [(2, 5)] and _occurs("(7 km)", "7 km", whole=True) == [(1, 5)]

@@ -17,6 +17,7 @@ from agentgrad.attribution import Scorer
 from agentgrad.attribution.contrast import reference_tokens
 from agentgrad.attribution.render import VERDICTS, judgment_call, render_call
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.benchmarks.planted.bench import Cost
 from agentgrad.blame.context import BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method, model_free, select_methods
 from agentgrad.blame.outcome import blame_episode
@@ -175,9 +176,10 @@ def test_direct_rule_ranks_the_loss_calls_own_steps_by_signed_contrast_from_two_
     final = seen.calls()[-1]
     loss = whowhen_loss(tr, True)
     sc = Scorer(str(tiny_llama))
-    ctx = BlameContext(seen, loss, sc)
+    cost = Cost()
+    ctx = BlameContext(seen, loss, sc, meter=cost)
     ranking = get_blame_method("gbc:mean_gxi:contrast:direct")(ctx)
-    assert ctx.backward_passes == 1 and ctx.walked == {final.id: [ranking[0].node]}
+    assert cost.backward == 1 and ctx.walked == {final.id: [ranking[0].node]}
     model = AutoModelForCausalLM.from_pretrained(tiny_llama)
     r = render_call(sc.tokenizer, final)
     p, q, g = reference_tokens(sc.tokenizer, r, None, loss.details["expected"])

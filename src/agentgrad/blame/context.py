@@ -39,8 +39,23 @@ def top_tied(ranking: list[Blame], key: Callable[[Blame], Any]) -> list[Any]:
     return list(dict.fromkeys(key(b) for b in ranking if b.score == best))
 
 
+class Meter:
+    """What the methods of a context use, told as they use it: :meth:`spent` for every pass, replayed
+    run and second (each time a method needs it, cached or not, so that a method's cost is what it
+    would cost alone), :meth:`named_nothing` for a method that could not name anyone (a judge with no
+    parsable reply, or a prompt longer than its context). This one keeps nothing; a harness that
+    reports cost passes its own (the benchmarks' :class:`~agentgrad.benchmarks.planted.bench.Cost`)."""
+
+    def spent(self, seconds: float = 0.0, backward: int = 0, forward: int = 0, generations: int = 0) -> None:
+        """``seconds`` of scorer (or replayed-run) time, ``backward`` and ``forward`` passes, ``generations``."""
+
+    def named_nothing(self, method: str, why: str) -> None:
+        """``method`` named nothing, ``why``: ``unparsed`` (its judge gave no parsable reply) or ``unread``
+        (its prompt was longer than the judge's context)."""
+
+
 class BlameContext:
-    """One episode as a method sees it, with attribution cached across methods and counted.
+    """One episode as a method sees it, with attribution cached across methods.
 
     Args:
         trace, loss: the episode and its verbal loss (a method starts at ``loss.targets[0]``; see
@@ -54,6 +69,7 @@ class BlameContext:
             it generated again, whether its final answer is right, and how many generations it took
             (the ``replay`` method; see :class:`~agentgrad.runs.replay.Replayer`).
         replays: fresh samples per upstream call of the ``replay`` method.
+        meter: told what the methods use (:class:`Meter`; default: nothing is kept).
 
     ``walked`` is the parents map (node -> the sources followed) of the last walk a method made;
     methods that do not walk leave it empty. ``objective`` is what :meth:`attribute` differentiates
@@ -61,22 +77,16 @@ class BlameContext:
     """
 
     def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None,
-                 top_k: int = 1, replayer: Callable[[int, int], tuple[bool, int]] | None = None, replays: int = 3):
+                 top_k: int = 1, replayer: Callable[[int, int], tuple[bool, int]] | None = None, replays: int = 3,
+                 meter: Meter | None = None):
         self.trace, self.loss, self.scorer, self.seed, self.judge = trace, loss, scorer, seed, judge
         self.top_k, self.replayer, self.replays = top_k, replayer, replays
+        self.meter = meter if meter is not None else Meter()
         self._replayed: dict[tuple[int, int], tuple[bool, float, int]] = {}  # (node, sample) -> (right, seconds, generations)
         self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
         self.walked: dict[int, list[int]] = {}
         self.objective = "whole"
-        # what the methods used, each pass counted every time a method needs it (cached or not), so
-        # that a method's cost is what it would cost alone
-        self.backward_passes = 0
-        self.forward_passes = 0
-        self.seconds = 0.0
-        self.generations = 0  # the replay method's generations (every call of every replayed run)
-        self.unparsed: list[str] = []  # judge methods whose judge gave no parsable reply (they named nothing)
-        self.unread: list[str] = []  # judge methods whose prompt was longer than the judge's context (the same)
 
     def focus(self, target: int) -> "BlameContext":
         """The same episode with the loss narrowed to one of its targets (and that target's spans),
@@ -84,7 +94,7 @@ class BlameContext:
         loss = VerbalLoss(self.loss.text, [target], self.loss.kind, self.loss.details,
                           {target: self.loss.spans[target]} if target in self.loss.spans else {})
         ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k, self.replayer,
-                           self.replays)
+                           self.replays, self.meter)
         ctx._cache, ctx._render, ctx._replayed = self._cache, self._render, self._replayed
         ctx.objective = self.objective
         return ctx
@@ -128,8 +138,8 @@ class BlameContext:
 
     def _cached(self, key: tuple, compute: Callable[[], Any], backward: int, forward: Callable[[Any], int],
                 alone: Callable[[Any, float], float] | None = None) -> Any:
-        """``compute()`` once per key; every use counts its passes and seconds (``alone(value, wall
-        seconds)``: what it would have cost without the passes it shared, the wall time by default)."""
+        """``compute()`` once per key; every use tells the meter its passes and seconds (``alone(value,
+        wall seconds)``: what it would have cost without the passes it shared, the wall time by default)."""
         if key not in self._cache:
             if self.scorer is None:
                 raise ConfigError(f"{key[0]} needs a scorer")
@@ -138,9 +148,7 @@ class BlameContext:
             wall = time.time() - t0
             self._cache[key] = (value, alone(value, wall) if alone else wall, backward, forward(value))
         value, seconds, b, f = self._cache[key]
-        self.seconds += seconds
-        self.backward_passes += b
-        self.forward_passes += f
+        self.meter.spent(seconds, backward=b, forward=f)
         return value
 
     def too_long(self) -> bool:
@@ -224,7 +232,7 @@ class BlameContext:
 
     def replay(self, node: int, sample: int) -> bool:
         """Whether the run, with call ``node`` sampled afresh (sample ``sample``) and everything after it
-        generated again, ends right; cached and counted (``generations``, ``seconds``)."""
+        generated again, ends right; cached, and told to the meter (its seconds and generations) at each use."""
         if self.replayer is None:
             raise ConfigError("replay needs runs that can be run again with a checkable outcome "
                               "(agentgrad bench inject; Python: BlameContext(..., replayer=...))")
@@ -234,8 +242,7 @@ class BlameContext:
             right, generations = self.replayer(node, sample)
             self._replayed[key] = (right, time.time() - t0, generations)
         right, seconds, generations = self._replayed[key]
-        self.seconds += seconds
-        self.generations += generations
+        self.meter.spent(seconds, generations=generations)
         return right
 
     def render(self, node: int) -> Any:

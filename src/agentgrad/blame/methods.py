@@ -35,6 +35,12 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   agent with most steps, at its first), ``position:F`` (the step at fraction F of the log; F in
   0, 0.25, 0.5, 0.75, 1, fixed in advance).
 
+Fact readers: the methods that follow the wrong text (the walks' ``stop``, ``carry``, ``follow``,
+``origin``, ``blend``, ``top2``; ``provenance:key``) read what a fact is in the agents' text with a
+fact reader (:mod:`agentgrad.blame.facts`: ``lines``, ``prose``, ``json``), detected from the trace,
+or chosen by the name: ``NAME@READER`` (``gbc:max_l1:targeted:blend@prose``); :func:`fact_reader`
+says which, and the outcome names it.
+
 Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1``, ``mean_gxi`` and
 ``max_gxi`` are ``gbc:W:whole:path`` (the paper's top-k path rule on the whole output).
 """
@@ -42,13 +48,15 @@ Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1
 from __future__ import annotations
 
 import random
-from typing import Callable
+from typing import Any, Callable
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
 from agentgrad.blame.priors import prior_methods
-from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, _key_value, _line_key, _occurs, walk, walk_topk
+from agentgrad.blame.facts import FactReader, detect_reader, get_reader, occurrences
+from agentgrad.blame.rules import WALK_RULES
+from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:blend"  # at or above carry on every planted family, both report seeds (docs/blame.md)
@@ -76,7 +84,7 @@ def temporal(ctx: BlameContext) -> list[Blame]:
     holders = []
     for n in ctx.upstream():
         node = ctx.trace.nodes[n]
-        spans = _occurs(node.text, wrong)
+        spans = occurrences(node.text, wrong)
         if not spans:
             continue
         holders.append(n)
@@ -133,7 +141,7 @@ def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
 
 
-def key_provenance(ctx: BlameContext, root: bool = False) -> list[Blame]:
+def key_provenance(ctx: BlameContext, root: bool = False, reader: FactReader | None = None) -> list[Blame]:
     """Key provenance, no model: follow the key of the wrong value's line, and blame where its value changed.
 
     The text the loss names as wrong (its span in the failing output) lies on a ``key: value`` line;
@@ -149,28 +157,28 @@ def key_provenance(ctx: BlameContext, root: bool = False) -> list[Blame]:
     lines; on free text it has no key to follow. ``root`` (``provenance:key:root``): a call at the
     root of the path (it states the key, and none of its sources does) introduced the value, and
     counts as its first change (a manager routing a key, ``drink: ask B``, to a worker that answers
-    ``unknown``: the manager is blamed, not the worker).
+    ``unknown``: the manager is blamed, not the worker). ``reader``: where a key and its value are
+    (:mod:`agentgrad.blame.facts`; default: detected from the trace).
     """
     wrong = ctx.wrong_text()
     node = ctx.target
     if wrong is None:
         return [ctx.blame(node, 1.0)]
     nodes = ctx.trace.nodes
+    reader = reader or detect_reader(ctx.trace)
     a, text = ctx.loss.spans[node][0][0], nodes[node].text
-    end = text.find("\n", a)
-    line = _line_key(text, text.rfind("\n", 0, a) + 1, len(text) if end < 0 else end)
-    if line is None or line[1] > a or not line[0]:
+    key = reader.key_at(text, ((a, a),))
+    if key is None:
         return provenance(ctx)
-    key = line[0]
-    path, values = [node], {node: _key_value(text, key)}
+    path, values = [node], {node: reader.key_value(text, key)}
     ctx.walked = {}
     while nodes[node].kind == "call":
         holders = [s for s in dict.fromkeys(sp.source for sp in nodes[node].spans)
-                   if s not in path and _key_value(nodes[s].text, key) is not None]
+                   if s not in path and reader.key_value(nodes[s].text, key) is not None]
         if not holders:
             break
         node = max(holders, key=lambda s: (nodes[s].kind != "input", s))
-        values[node] = _key_value(nodes[node].text, key)
+        values[node] = reader.key_value(nodes[node].text, key)
         ctx.walked[path[0]] = [node]
         path.insert(0, node)
     changed = [n for prev, n in zip(path, path[1:]) if values[n] != values[prev] and nodes[n].kind == "call"]
@@ -210,10 +218,10 @@ def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
     try:
         out = [ctx.blame(n, s) for n, s in judge_blame(ctx.judge, ctx.trace, ctx.loss, protocol)]
     except JudgeReplyError:  # a small judge that cannot keep the format: no blame, counted, never a crash
-        ctx.unparsed.append(f"judge:{protocol}")
+        ctx.meter.named_nothing(f"judge:{protocol}", "unparsed")
         return []
     except ContextLengthError:  # a log longer than the judge's context: the same (a small model's 8k tokens)
-        ctx.unread.append(f"judge:{protocol}")
+        ctx.meter.named_nothing(f"judge:{protocol}", "unread")
         return []
     if out and ctx.judge.named_agent:
         out[0] = Blame(ctx.judge.named_agent, out[0].node, out[0].score)
@@ -222,10 +230,15 @@ def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
 
 MethodFn = Callable[[BlameContext], list[Blame]]
 _METHODS: dict[str, MethodFn] = {}
+_READS_FACTS: set[str] = set()  # methods that take ``reader=`` (a fact reader: NAME@READER chooses it)
 
 
-def register(name: str, fn: MethodFn) -> None:
+def register(name: str, fn: MethodFn, reads_facts: bool = False) -> None:
+    """Register ``fn`` as ``name``; ``reads_facts``: it takes ``reader=`` (a
+    :class:`~agentgrad.blame.facts.FactReader`, None: detected from the trace)."""
     _METHODS[name] = fn
+    if reads_facts:
+        _READS_FACTS.add(name)
 
 
 def _all(ctx: BlameContext) -> list[Blame]:
@@ -244,20 +257,25 @@ def _builtins() -> None:
 
     for w in WEIGHT_NAMES:
         for obj in OBJECTIVES:
-            for rule in RULES:
-                register(f"gbc:{w}:{obj}:{rule}", lambda c, w=w, o=obj, r=rule: under(c, o, lambda: walk(c, w, r, o)))
-            register(f"gbc:{w}:{obj}:top2", lambda c, w=w, o=obj: under(c, o, lambda: walk_topk(c, w, o, k=2)))
+            for rule in RULES:  # each with the parameters it is registered with (blame/rules.py)
+                register(f"gbc:{w}:{obj}:{rule}",
+                         lambda c, w=w, o=obj, r=rule, reader=None: under(c, o, lambda: walk(c, w, r, o, reader=reader)),
+                         WALK_RULES[rule].reads_facts)
+            register(f"gbc:{w}:{obj}:top2",
+                     lambda c, w=w, o=obj, reader=None: under(c, o, lambda: walk_topk(c, w, o, k=2, reader=reader)), True)
     for obj in ("whole", "targeted"):  # occlusion weighs the output's own log p
         for rule in ("maxw", "stop", "carry"):
-            register(f"occlusion:{obj}:{rule}", lambda c, o=obj, r=rule: walk(c, "mean_l1", r, o, occlusion=True))
+            register(f"occlusion:{obj}:{rule}",
+                     lambda c, o=obj, r=rule, reader=None: walk(c, "mean_l1", r, o, occlusion=True, reader=reader),
+                     WALK_RULES[rule].reads_facts)
     register("temporal", temporal)
     register("replay", replay)
     for p in PROTOCOLS:
         register(f"judge:{p}", lambda c, p=p: judged(c, p))
     register("provenance", provenance)
     register("provenance:earliest", lambda c: provenance(c, earliest=True))
-    register("provenance:key", key_provenance)
-    register("provenance:key:root", lambda c: key_provenance(c, root=True))
+    register("provenance:key", key_provenance, True)
+    register("provenance:key:root", lambda c, reader=None: key_provenance(c, root=True, reader=reader), True)
     for name, fn in prior_methods().items():  # first, most_active, position:F (blame/priors.py)
         register(name, fn)
     register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
@@ -279,9 +297,18 @@ def list_blame_methods() -> list[str]:
 
 
 def canonical(name: str) -> str:
-    """The registry name of ``name`` (an alias resolved); an unknown name is a one-line
-    :class:`RegistryError` that lists the valid ones."""
+    """The registry name of ``name`` (an alias resolved; ``NAME@READER``: a method that reads facts, with
+    that fact reader); an unknown name is a one-line :class:`RegistryError` that lists the valid ones."""
     _builtins()
+    base, at, reader = name.partition("@")
+    if at:
+        base = canonical(base)
+        if base not in _READS_FACTS:
+            raise RegistryError(f"{base} reads no facts, so it takes no fact reader (@{reader}): only the walks "
+                                f"that follow the wrong text (stop, carry, follow, origin, blend, top2) and "
+                                f"provenance:key do")
+        get_reader(reader)  # an unknown reader: a one-line error with the valid ones
+        return f"{base}@{reader}"
     name = ALIASES.get(name, name)
     if name.startswith("agent:") and name[len("agent:"):]:
         return name  # the fixed blame of one named agent
@@ -295,7 +322,20 @@ def get_blame_method(name: str) -> MethodFn:
     name = canonical(name)
     if name.startswith("agent:"):
         return lambda c, a=name[len("agent:"):]: _agent(c, a)
+    base, _, reader = name.partition("@")
+    if reader:
+        return lambda c, fn=_METHODS[base], r=get_reader(reader): fn(c, reader=r)
     return _METHODS[name]
+
+
+def fact_reader(name: str, trace: Any) -> str | None:
+    """The fact reader (:mod:`agentgrad.blame.facts`) that method ``name`` reads ``trace`` with: the one
+    its name chooses (``NAME@READER``), else the one detected from the trace; None for a method that
+    reads no facts."""
+    base, _, reader = canonical(name).partition("@")
+    if base not in _READS_FACTS:
+        return None
+    return reader or detect_reader(trace).name
 
 
 def edge_rule(name: str) -> str:

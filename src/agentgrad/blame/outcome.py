@@ -12,7 +12,9 @@ verbal loss, the method ranks the upstream nodes (:mod:`agentgrad.blame.methods`
   starting at the blamed node where the walk went on past it (``follow``, ``origin``, ``blend``); for a
   method that walks no edge (``temporal``, judges, ``random``, ``last``), the trace's path from each
   blamed node to the target;
-- **parents** are those paths' edges (the target optimizer writes its targets along them).
+- **parents** are those paths' edges (the target optimizer writes its targets along them);
+- **reader** is the fact reader the method read the trace's text with (:mod:`agentgrad.blame.facts`;
+  None for a method that reads no facts).
 
 All methods of one episode share one :class:`~agentgrad.blame.context.BlameContext`, primed with the
 whole-output attributions already computed, so gradients are taken once per episode.
@@ -26,7 +28,7 @@ from typing import Any
 
 from agentgrad.blame.backward import Trajectory, VerbalLoss, trajectory
 from agentgrad.blame.context import Blame, BlameContext
-from agentgrad.blame.methods import canonical, get_blame_method
+from agentgrad.blame.methods import canonical, fact_reader, get_blame_method
 from agentgrad.blame.walk import root_paths
 from agentgrad.core.trace import Trace
 
@@ -41,10 +43,12 @@ class BlameOutcome:
     agents: list[str]
     trajectories: list[Trajectory]
     parents: dict[int, list[int]] = field(default_factory=dict)
+    reader: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "ranking": [b.to_dict() for b in self.ranking[:10]],
-                "blamed": [b.to_dict() for b in self.blamed], "agents": self.agents}
+                "blamed": [b.to_dict() for b in self.blamed], "agents": self.agents,
+                **({"reader": self.reader} if self.reader else {})}
 
 
 def trace_path(trace: Trace, source: int, target: int) -> list[int]:
@@ -129,4 +133,4 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
                 parents[b].append(a)
     nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
     return BlameOutcome(name, ranking, blamed, prompt_agents(trace, blamed),
-                        [trajectory(nodes, p, loss) for p in paths], parents)
+                        [trajectory(nodes, p, loss) for p in paths], parents, fact_reader(name, trace))

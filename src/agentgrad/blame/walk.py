@@ -5,102 +5,33 @@ Two forms of one walk. Over a whole attribution graph (:func:`kept_incoming`, :f
 the roots to the loss's targets; ``backward`` (trajectories), ``credit.split_credit`` and
 ``optim.targets`` read the graph through these. From a loss (:func:`walk`, :func:`walk_topk`): the
 walk starts at the loss's target and attributes a call only when it reaches it, with an objective
-and a rule (the blame methods of :mod:`agentgrad.blame.methods`). Both choose edges with
-:func:`~agentgrad.attribution.graph.strongest` (ties broken by a seeded RNG).
-
-Rules (what a walk from a loss blames):
-
-- ``earliest``: walk to the roots; blame the earliest call or tool reached (the obvious rule, which
-  blames the first agent of every chain whatever happened).
-- ``path``: every call or tool reached, tied (the paper's update rule).
-- ``maxw``: the node whose edge to its successor has the largest weight.
-- ``direct``: no walk: the loss call's own sources (calls and tools), ranked by their weight at that
-  one call; one backward pass. Where every earlier step is a source of the loss call (a chat log such
-  as Who&When's), this ranks every step by what the loss call's objective took from it, and with a
-  signed weight (``mean_gxi``, ``max_gxi``) under ``contrast``, by how far it pushed the produced
-  answer above the expected one (first order), not by how much it was read.
-- ``stop``: walk back only while the source carries the faulty content: the source's
-  highest-scoring token lies inside an occurrence of the text the loss names as wrong (the loss
-  span of the target's output), or is the cue right before one (only spaces between, or the key
-  of a ``key: value`` line: spaces, quotes and one colon or equals sign between). Where the wrong
-  text is the value of a ``key: value`` line at the call and some source states that key, only an
-  occurrence that is that key's value counts (``unknown`` as another key's value, or a value that
-  reads the same as another field's, is another fact; where no source states the key, as on free
-  text or a key renamed on the way, any occurrence counts: :func:`_fact_key`). The first node whose
-  chosen source does not carry it is blamed; a tool or input that carries it is blamed itself.
-  Without loss spans it falls back to ``path``.
-- ``carry``: as ``stop``, but at each call the walk follows the heaviest source *among those that
-  carry the faulty content*, and stops where none does: when the content reaches a call from
-  several sources (a broadcast log), a heavier source that does not hold it does not end the walk.
-
-- ``follow``: for faults whose wrong text is not copied verbatim all the way (rewritten on the way
-  down, or held innocently by several sources). The walk follows the text the loss names back to
-  the roots. At each call, where some source carries the followed text verbatim (the ``carry``
-  test), it takes the heaviest of those and follows that occurrence; where none does, the text
-  *changed* at this call, and the walk goes on into the heaviest source of the targeted gradient,
-  following the unit of text its highest-scoring token lies in (on a ``key: value`` line the
-  value, as the content test reads a key as the cue of its value; else the line) as the new text.
-  A change counts when the changed text is not predictable from the call's inputs (its mean -log p,
-  read off the same forward pass, above ``SUPPORTED``: ln 2, tokens each below p = 1/2; a
-  faithful rewrite a scorer can predict is not a change). The earliest change on the path is
-  blamed (where the content went wrong first; later changes rewrote it); with none, the tool at the
-  walk's root (the content came in from outside the calls). Without loss spans every call on the
-  path is a change, and the earliest is blamed. No threshold is tuned.
-- ``origin``: ``follow``, but a change whose followed text is *invented* there (its mean -log p
-  given the call's inputs above ``INVENTED``, 5 nats: tokens below p = 1/148 on average) ends the
-  walk and is blamed. A rewrite (a number in words, a unit changed) is partly predictable from the
-  source it rewrites; a value made up is not, and past it the gradient has nothing to follow, so
-  ``follow`` goes on into unrelated text, and where agents write sentences (every sentence in its
-  own words, so every call above looks like a change) blames a call far above the fault. The one
-  threshold was chosen on the development seed of the planted benchmark in prose
-  (``docs/blame-benchmarks.md``).
-- ``blend``: ``origin`` with the string test added: a source carries the followed text when the
-  gradient says so (the ``carry`` test) **or** its text holds it verbatim (as the same key's value,
-  as the ``carry`` test reads keys; whole: ``7 km`` is not in ``17 km``), wherever its gradient
-  peaks; where several sources carry it (a value one call invented and another source holds
-  innocently, as the true value of another fact), each is followed and the heaviest whose walk
-  meets a call where the text was invented is taken; with none, the heaviest whose walk found the text
-  changed above (a walk that reaches a tool or an input with the text unchanged found an innocent
-  holder); with none, the heaviest (:func:`_fork`). Where no source holds the text (rewritten on
-  the way) and it is the value of a key that sources state, those sources are the ones it was
-  rewritten from: each is followed on its value of the key, and one is taken the same way. Such a
-  key's value invented at a call does not end the walk there either: the sources stating the key
-  are followed on by their value, and the earliest change is blamed (a worker answering ``unknown``
-  for a key that was routed to it by mistake, and that its lookup lacks, only answered what it was
-  asked: the routing above changed the text first; a value made up while its source stated the true
-  one has no change above it, and is blamed). Off a ``key: value`` line it is ``origin``: the
-  gradient chooses. At most ``FORKS`` sub-walks per blame. Nothing new is tuned: the threshold is
-  ``origin``'s.
+and a rule (:mod:`agentgrad.blame.rules`: each rule, what it blames and its parameters). Both
+choose edges with :func:`~agentgrad.attribution.graph.strongest` (ties broken by a seeded RNG). The
+rules that follow the wrong text read it with a fact reader (:mod:`agentgrad.blame.facts`): where a
+value's key is, what a token's unit of text is; no text format is assumed here.
 
 ``path``, ``earliest`` and ``maxw`` keep the ``ctx.top_k`` heaviest sources of every call (1: one
-chain) and pass through a tool result to the call that asked for it (the structural edge);
-``stop`` and ``carry`` follow one source and end at a tool. Objectives: ``whole`` (the gradient of
-log p of the whole output, the paper's) or ``targeted`` (only the output tokens the loss points at;
-upstream, the region of each source that the gradient points at becomes that call's target: for
-``stop`` and ``carry``, the occurrence of the wrong text the highest-scoring token lies in, else the
-source's highest-scoring tokens). The failure-conditioned objectives, ``contrast`` (the output against
-the loss's expected answer at the same position) and ``judged`` (the scorer's "the mistake is here"
-against "it is not", reading the call and the loss), are walked as ``whole`` is: the context
-differentiates them (:meth:`~agentgrad.blame.context.BlameContext.attribute`).
+chain) and pass through a tool result to the call that asked for it; ``stop`` and ``carry`` follow
+one source and end at a tool. Objectives: ``whole`` (the gradient of log p of the whole output) or
+``targeted`` (only the output tokens the loss points at; upstream, the region of each source that
+the gradient points at becomes that call's target); ``contrast`` and ``judged`` are walked as
+``whole`` is: the context differentiates them (:meth:`~agentgrad.blame.context.BlameContext.attribute`).
 """
 
 from __future__ import annotations
 
 import random
-import re
-from typing import Any
+from typing import Any, Mapping
 
 from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
+from agentgrad.blame.facts import LINES, FactReader, detect_reader
+from agentgrad.blame.rules import RULES, WALK_RULES
 
-RULES = ("earliest", "path", "maxw", "direct", "stop", "carry", "follow", "origin", "blend")
 CONTENT_RULES = ("stop", "carry")
-SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs
-# ``origin``: followed text whose tokens average below p = e^-5 (1/148) given the step's inputs was
-# invented there, not rewritten; chosen on the development seed (10) of the planted benchmark in
-# prose, from 3, 4, ..., 10 nats, by the mean agent top-1 over the copied, rewritten and decoy faults
-INVENTED = 5.0
-FORKS = 8  # ``blend``: at most this many sub-walks per blame (each costs a backward pass per call it walks)
+SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs (not tuned)
 OBJECTIVES = ("whole", "targeted", "contrast", "judged")  # contrast, judged: BlameContext.attribute
+__all__ = ["RULES", "CONTENT_RULES", "SUPPORTED", "OBJECTIVES", "kept_incoming", "kept_parents", "root_paths",
+           "walk", "walk_follow", "walk_topk", "surprisal"]
 
 
 # --- over a whole graph --------------------------------------------------------------------------
@@ -137,32 +68,6 @@ def root_paths(parents: dict[int, list[int]], targets: list[int], max_paths: int
 
 
 # --- from a loss -----------------------------------------------------------------------------------
-def _occurs(text: str, needle: str, whole: bool = False) -> list[tuple[int, int]]:
-    """Where ``needle`` occurs in ``text``; ``whole``: only where it is not part of a longer word or
-    number (``7 km`` does not occur in ``17 km`` or ``1.7 km``, nor ``cat`` in ``cats``)."""
-    out, at = [], text.find(needle)
-    while at >= 0 and needle:
-        end = at + len(needle)
-        if not whole or not (_joined(text[:at], needle) or _joined(text[end:][::-1], needle[::-1])):
-            out.append((at, end))
-        at = text.find(needle, at + 1)
-    return out
-
-
-def _joined(before: str, needle: str) -> bool:
-    """Whether ``needle`` placed right after ``before`` continues a word or number there: a letter or
-    digit on both sides, or a digit, a decimal point or comma and a digit across the edge (``1.|7``,
-    ``7|.5``). Read backwards for the needle's end."""
-    if not before:
-        return False
-    a, b = before[-1], needle[0]
-    if a.isalnum() and b.isalnum():
-        return True
-    if a in ".," and b.isdigit():
-        return len(before) > 1 and before[-2].isdigit()
-    return b in ".," and a.isdigit() and len(needle) > 1 and needle[1].isdigit()
-
-
 def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], ...] | None:
     """The characters of the source's output that its highest-scoring tokens cover (>= half the max)."""
     if not src.l1:
@@ -179,27 +84,12 @@ def _region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], .
     return tuple(chars) or None
 
 
-# between a key and its value on one line: spaces, quotes and one ":" or "=" (``key: value``,
-# ``"key": "value"``, ``key=value``); a comma, a bar or a bracket is a list, a row or an array,
-# whose neighbouring item is another value, not the cue of this one
-_KEY_GAP = re.compile(r"""[ \t]*["']?[ \t]*[:=][ \t]*["']?[ \t]*""")
-
-
-def _cue_before(text: str, end: int, start: int) -> bool:
-    """Whether a token ending at ``end`` is the cue right before an occurrence starting at ``start``:
-    only spaces between, or the key of a ``key: value`` line (:data:`_KEY_GAP` between). The
-    neighbouring value of a list, table row or array (``Lyon, snake``, ``| Lyon | snake |``,
-    ``["Oslo", "Rome"]``) is not a cue."""
-    gap = text[end:start]
-    return end <= start and (not gap.strip() or _KEY_GAP.fullmatch(gap) is not None)
-
-
 def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None,
-             whole: bool = False) -> tuple[int, int] | None:
+             whole: bool = False, reader: FactReader = LINES) -> tuple[int, int] | None:
     """The occurrence of ``wrong`` in the source's text that the source's highest-scoring token lies
-    in or is the cue right before (:func:`_cue_before`; character range in that text), or None when
+    in or is the cue right before (the reader's ``cue_before``; character range in that text), or None when
     it is neither for any occurrence. With ``key`` (the key whose value ``wrong`` is at the call),
-    only occurrences that are that key's value count (:func:`_held`)."""
+    only occurrences that are that key's value count (the reader's ``held``)."""
     if not src.l1:
         return None
     r = ctx.render(node)
@@ -213,41 +103,49 @@ def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None,
             # inside an occurrence, or the cue right before it: a copying model retrieves the content
             # by its key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits
             # "museum:" into "museum" and ":", so the key is not the token next to the value)
-            return next(((oa, ob) for oa, ob in _held(text, wrong, key, whole)
-                         if (oa <= lo and hi <= ob) or _cue_before(text, hi, oa)), None)
+            return next(((oa, ob) for oa, ob in reader.held(text, wrong, key, whole)
+                         if (oa <= lo and hi <= ob) or reader.cue_before(text, hi, oa)), None)
     return None
 
 
-def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wrong: str | None) -> tuple:
+def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wrong: str | None,
+             reader: FactReader = LINES) -> tuple:
     """(weights, attributions, where) of a call's sources; ``where``: the occurrence of the wrong text
     each carries (when ``wrong`` is given). Empty weights: the call cannot be walked through."""
     if occlusion:
         weights = ctx.occlusion(node, region)
-        key = _fact_key(ctx, node, region, weights) if wrong else None
-        where = {s: ((0, 0) if _held(ctx.trace.nodes[s].text, wrong, key) else None) for s in weights} if wrong else {}
+        key = _fact_key(ctx, node, region, weights, reader) if wrong else None
+        where = {s: ((0, 0) if reader.held(ctx.trace.nodes[s].text, wrong, key) else None)
+                 for s in weights} if wrong else {}
         return weights, {}, where
     att = ctx.attribute(node, region)
     if not att.sources or att.skipped:
         return {}, {}, {}
     atts = {s.source: s for s in att.sources}
-    key = _fact_key(ctx, node, region, atts) if wrong else None
-    where = {s.source: _carried(ctx, s, node, wrong, key) for s in att.sources} if wrong else {}
+    key = _fact_key(ctx, node, region, atts, reader) if wrong else None
+    where = {s.source: _carried(ctx, s, node, wrong, key, reader=reader) for s in att.sources} if wrong else {}
     return {s.source: s.weights[weight] for s in att.sources}, atts, where
 
 
-def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = False) -> list[Any]:
-    """The backward walk from the loss target, turned into a ranking by ``rule`` (module docstring).
+def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = False,
+         reader: FactReader | None = None, params: Mapping[str, Any] | None = None) -> list[Any]:
+    """The backward walk from the loss target, turned into a ranking by ``rule`` (:mod:`agentgrad.blame.rules`).
 
     ``weight``: which of the four GBC weights ranks the sources; ``occlusion``: counterfactual
-    occlusion weights instead (forward passes only). The edges followed are left in ``ctx.walked``.
+    occlusion weights instead (forward passes only); ``reader``: what a fact is in the trace's text
+    (default: :func:`~agentgrad.blame.facts.detect_reader`); ``params``: the rule's parameters
+    (default: those it is registered with). The edges followed are left in ``ctx.walked``.
     """
     rng = random.Random(ctx.seed)
+    reader = reader or detect_reader(ctx.trace)
+    params = WALK_RULES[rule].params if params is None else params
     wrong = ctx.wrong_text()
     if rule in CONTENT_RULES and wrong is None:
         rule = "path"
     ctx.walked = {}
     if rule in ("follow", "origin", "blend"):
-        return walk_follow(ctx, weight, objective, rng, INVENTED if rule != "follow" else None, rule == "blend")
+        return walk_follow(ctx, weight, objective, rng, params.get("invented"), rule == "blend",
+                           params.get("forks", 0), reader)
     if rule == "direct":
         return _direct(ctx, weight, objective, occlusion, rng)
     if rule not in CONTENT_RULES:
@@ -256,7 +154,7 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
     path, stopped = [node], None
     while ctx.trace.nodes[node].kind == "call":
-        weights, atts, where = _sources(ctx, node, region, weight, occlusion, wrong)
+        weights, atts, where = _sources(ctx, node, region, weight, occlusion, wrong, reader)
         if not weights:
             break
         pool = [s for s in weights if where.get(s) is not None] if rule == "carry" else list(weights)
@@ -279,61 +177,12 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
 
 
-# a line's key and its gap; a colon between digits is a clock time's ("we have 15:30"), not a key's
-_KEY = re.compile(r"""[ \t{\[(,]*["']?[^\n:="']{1,40}["']?[ \t]*(?:=|:(?!\d)|(?<!\d):)[ \t]*["']?""")
-
-
-def _line_key(text: str, start: int, end: int) -> tuple[str, int, str] | None:
-    """``(key, where its value starts, the value)`` of the ``key: value`` line ``text[start:end]``
-    (:data:`_KEY`: ``key = value``, ``"key": "value"``), the value
-    without the quotes, commas and brackets around it; None when the line has no key and value."""
-    m = _KEY.match(text, start, end)
-    if m is None or m.end() >= end:
-        return None
-    return text[start:m.end()].strip(" \t{[(,\"':="), m.end(), text[m.end():end].rstrip(" \t\"',}])")
-
-
-def _key_value(text: str, key: str) -> str | None:
-    """The value of ``key`` on the last ``key: value`` line of ``text`` that states it, or None."""
-    found = _key_span(text, key)
-    return text[found[0]:found[1]] if found is not None else None
-
-
-def _key_span(text: str, key: str) -> tuple[int, int] | None:
-    """Where (characters of ``text``) the value of ``key`` on the last line that states it lies, or None."""
-    found, at = None, 0
-    for line in text.split("\n"):
-        k = _line_key(text, at, at + len(line))
-        if k is not None and k[0] == key:
-            found = (k[1], k[1] + len(k[2]))
-        at += len(line) + 1
-    return found
-
-
-def _key_at(text: str, region: Any) -> str | None:
-    """The key of the ``key: value`` line whose value ``region`` (character ranges of ``text``)
-    lies in, or None (free text, or the region is not the value)."""
-    if not region:
-        return None
-    a, b = min(r[0] for r in region), max(r[1] for r in region)
-    start, end = text.rfind("\n", 0, a) + 1, text.find("\n", a)
-    line = _line_key(text, start, len(text) if end < 0 else end)
-    return line[0] if line is not None and line[1] <= a and b <= (len(text) if end < 0 else end) and line[0] else None
-
-
-def _held(text: str, needle: str, key: str | None, whole: bool = False) -> list[tuple[int, int]]:
-    """The occurrences of ``needle`` in ``text``; with a ``key``, those that are that key's value on a
-    ``key: value`` line (another key's value that reads the same is another fact); ``whole``: not
-    part of a longer word or number (:func:`_occurs`)."""
-    return [o for o in _occurs(text, needle, whole) if key is None or _key_at(text, (o,)) == key]
-
-
-def _fact_key(ctx: Any, node: int, region: Any, sources: Any) -> str | None:
-    """The key a followed value is identified by: the key of the ``key: value`` line it is the value
-    of at ``node``, when some source states that key (with any value); else None, and any occurrence
+def _fact_key(ctx: Any, node: int, region: Any, sources: Any, reader: FactReader = LINES) -> str | None:
+    """The key a followed value is identified by: the key it is stated under at ``node`` (the reader's
+    ``key_at``), when some source states that key (with any value); else None, and any occurrence
     counts (free text, or a key renamed on the way)."""
-    key = _key_at(ctx.trace.nodes[node].text, region)
-    if key is None or not any(_key_value(ctx.trace.nodes[s].text, key) is not None for s in sources):
+    key = reader.key_at(ctx.trace.nodes[node].text, region)
+    if key is None or not any(reader.key_value(ctx.trace.nodes[s].text, key) is not None for s in sources):
         return None
     return key
 
@@ -354,20 +203,6 @@ def _top_char(ctx: Any, src: Any, node: int) -> int | None:
     return None
 
 
-def _unit(text: str, pos: int) -> tuple[int, int]:
-    """The unit of text a token at ``pos`` stands for: on a ``key: value`` line the value (a model
-    looks a value up by its key, so a gradient on the key points at it), else the whole line."""
-    start = text.rfind("\n", 0, pos) + 1
-    end = text.find("\n", pos)
-    end = len(text) if end < 0 else end
-    m = _KEY.match(text, start, end)
-    if m and m.end() < end:
-        start = m.end()
-    while end > start and text[end - 1] in " \t\"',}])":
-        end -= 1
-    return (start, end) if end > start else (text.rfind("\n", 0, pos) + 1, max(end, pos + 1))
-
-
 def surprisal(ctx: Any, node: int, att: Any, region: tuple[tuple[int, int], ...] | None) -> float:
     """Mean -log p of the objective's tokens at a call (``att``: its attribution for ``region``)."""
     r = ctx.render(node)
@@ -376,18 +211,18 @@ def surprisal(ctx: Any, node: int, att: Any, region: tuple[tuple[int, int], ...]
     return -att.log_prob / max(n, 1)
 
 
-def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
-                invented: float | None = None, blend: bool = False) -> list[Any]:
+def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random, invented: float | None = None,
+                blend: bool = False, forks: int = 0, reader: FactReader = LINES) -> list[Any]:
     """The ``follow`` rule (module docstring): the gradient chooses the path, the earliest change the
     step. ``invented`` (the ``origin`` rule): a change whose followed text is that surprising (mean
     -log p) ends the walk there and is blamed. ``blend`` (the ``blend`` rule): a source that holds
     the followed text verbatim (whole) carries it too; where the text changed at a call and is the
     value of a key that sources state, the sources stating it (with a value) are the only
     candidates, each followed on its value, even past an invention; where several carry it or state
-    the key, each is followed (at most ``FORKS`` walks in all) and taken as :func:`_fork` says."""
+    the key, each is followed (at most ``forks`` walks in all) and taken as :func:`_fork` says."""
     region = tuple(ctx.loss.spans.get(ctx.target, [])) if objective == "targeted" else None
     path, changed, _ = _follow(ctx, ctx.target, region, (), weight, objective, rng, invented,
-                               [FORKS if blend else 0], blend)
+                               [forks if blend else 0], blend, reader)
     if changed:
         first = changed[-1]
     elif ctx.trace.nodes[path[0]].kind in ("call", "tool"):
@@ -400,7 +235,7 @@ def walk_follow(ctx: Any, weight: str, objective: str, rng: random.Random,
 
 def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: str, objective: str,
             rng: random.Random, invented: float | None, forks: list[int],
-            strings: bool = False) -> tuple[list[int], list[int], bool]:
+            strings: bool = False, reader: FactReader = LINES) -> tuple[list[int], list[int], bool]:
     """The walk of :func:`walk_follow` from ``node`` up: ``(path, root first, ending at node; the
     changes, in walk order; whether it met a call where the text was invented)``. ``forks``: the sub-walks left;
     ``strings`` (``blend``): a source holding the followed text verbatim (as a whole value) carries
@@ -415,11 +250,11 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
         atts = {s.source: s for s in att.sources if s.source not in path and s.source not in below}
         text = ctx.trace.nodes[node].text
         followed = text[min(a for a, _ in region):max(b for _, b in region)] if region else ""
-        key = _fact_key(ctx, node, region, atts) if followed.strip() else None
-        carried = ({s: _carried(ctx, a, node, followed, key, strings) for s, a in atts.items()}
+        key = _fact_key(ctx, node, region, atts, reader) if followed.strip() else None
+        carried = ({s: _carried(ctx, a, node, followed, key, strings, reader) for s, a in atts.items()}
                    if followed.strip() else {})
         if strings and followed.strip():
-            carried = {s: where if where is not None else next(iter(_held(ctx.trace.nodes[s].text, followed, key,
+            carried = {s: where if where is not None else next(iter(reader.held(ctx.trace.nodes[s].text, followed, key,
                                                                           True)), None)
                        for s, where in carried.items()}
         pool = [s for s in atts if carried.get(s) is not None]
@@ -430,7 +265,7 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
                 changed.append(node)
             held: dict[int, tuple[int, int]] = {}
             if strings and key is not None:  # a key's value rewritten: from a source that states the key
-                spans = {s: _key_span(ctx.trace.nodes[s].text, key) for s in atts}
+                spans = {s: reader.key_span(ctx.trace.nodes[s].text, key) for s in atts}
                 held = {s: w for s, w in spans.items() if w is not None and w[1] > w[0]}
             if invented is not None and surprise is not None and surprise > invented:
                 if not held:
@@ -445,7 +280,7 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
                 several = len(pool) > 1
         if several and forks[0] > 0:
             up, more, found = _fork(ctx, node, pool, carried, atts, (*below, *path), weight, objective, rng,
-                                    invented, forks, strings)
+                                    invented, forks, strings, reader)
             return up + path, changed + more, found or invention
         best = strongest(pool, lambda s: atts[s].weights[weight], 1, rng)
         if not best:
@@ -457,7 +292,7 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
             where = carried.get(best)
             if where is None:  # re-target on the unit of text the gradient peaks in
                 top = _top_char(ctx, atts[best], node)
-                where = _unit(ctx.trace.nodes[best].text, top) if top is not None else None
+                where = reader.unit(ctx.trace.nodes[best].text, top) if top is not None else None
             region = (where,) if where is not None else None
         node = best
     return path, changed, invention
@@ -465,7 +300,7 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
 
 def _fork(ctx: Any, node: int, pool: list[int], where: dict[int, Any], atts: dict[int, Any], below: tuple[int, ...],
           weight: str, objective: str, rng: random.Random, invented: float | None, forks: list[int],
-          strings: bool) -> tuple[list[int], list[int], bool]:
+          strings: bool, reader: FactReader = LINES) -> tuple[list[int], list[int], bool]:
     """Follow each of ``pool`` from ``node`` (heaviest first, while sub-walks are left), each on the text
     ``where`` says it holds; the heaviest whose walk meets a call where the text was invented is taken, else
     the heaviest in which the text changed somewhere (a walk that reaches a tool or an input with the
@@ -478,7 +313,7 @@ def _fork(ctx: Any, node: int, pool: list[int], where: dict[int, Any], atts: dic
         forks[0] -= 1
         ctx.walked = dict(walked)
         ctx.walked[node] = [s]
-        sub = _follow(ctx, s, (where[s],), below, weight, objective, rng, invented, forks, strings)
+        sub = _follow(ctx, s, (where[s],), below, weight, objective, rng, invented, forks, strings, reader)
         tried.append((sub, ctx.walked))
         if sub[2]:
             break
@@ -537,7 +372,8 @@ def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool
     return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate(ranked)]
 
 
-def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 32) -> list[Any]:
+def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 32,
+              reader: FactReader | None = None) -> list[Any]:
     """The backward walk keeping the ``k`` heaviest incoming edges of every call (a tree of paths).
 
     Along each path it applies the ``stop`` test: it goes on into a source only while the source's
@@ -546,6 +382,7 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
     the largest, over the paths reaching it, of the product of its edges' rank discounts (1 for
     the heaviest edge, 1/2 for the second, ...). At most ``budget`` calls are attributed.
     """
+    reader = reader or detect_reader(ctx.trace)
     wrong = ctx.wrong_text()
     target = ctx.target
     region0 = tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None
@@ -568,10 +405,10 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
             stops[node] = max(stops.get(node, 0.0), score)
             continue
         ranked = sorted(att.sources, key=lambda s: -s.weights[weight])[:k]
-        key = _fact_key(ctx, node, region, [s.source for s in att.sources]) if wrong else None
+        key = _fact_key(ctx, node, region, [s.source for s in att.sources], reader) if wrong else None
         for rank, src in enumerate(ranked):
             child = score / (rank + 1)
-            occ = _carried(ctx, src, node, wrong, key) if wrong is not None else None
+            occ = _carried(ctx, src, node, wrong, key, reader=reader) if wrong is not None else None
             if wrong is not None and occ is None:
                 stops[node] = max(stops.get(node, 0.0), child)
                 continue

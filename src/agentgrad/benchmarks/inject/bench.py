@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from agentgrad.benchmarks.ablation.cases import SYSTEMS, Case, make_splits
 from agentgrad.benchmarks.inject.corrupt import KINDS, corrupt, field_values
-from agentgrad.benchmarks.planted.bench import check_setup, read_back, score_methods, summarize, write_episode
+from agentgrad.benchmarks.planted.bench import Cost, check_setup, read_back, score_methods, summarize, write_episode
 from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.context import BlameContext
 from agentgrad.blame.methods import get_blame_method
@@ -234,7 +234,7 @@ def _inject(model: Any, scorer: Any, cfg: Any, task: LookupTask, ex: dict[str, A
                 replayer = Replayer(lambda: GraphSystem(cfg, {"default": model}), ex, ep.trace,
                                     lambda out, trace: task.metric(ex, out, trace).passed, seed, episode=eid)
                 ctx = BlameContext(ep.trace, loss, scorer, seed=seed + tie, judge=judge, replayer=replayer,
-                                   replays=replays)
+                                   replays=replays, meter=Cost())
                 rec |= {"candidates": len(ctx.upstream()), "methods": score_methods(ctx, fns, pos["agent"], node),
                         "loss": loss.to_dict()}
                 if files:

@@ -38,14 +38,14 @@ share cancels), the last paired with ``targeted`` under each score.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.benchmarks.planted import episodes as E
 from agentgrad.benchmarks.stats import paired, wilson
-from agentgrad.blame.context import Blame, BlameContext, top_tied
+from agentgrad.blame.context import Blame, BlameContext, Meter, top_tied
+from agentgrad.blame.facts import parse_line
 from agentgrad.blame.methods import get_blame_method, model_free
 from agentgrad.errors import ConfigError, RegistryError
 from agentgrad.core.files import RunFiles
@@ -107,10 +107,6 @@ def word_in(group: list[int], inside: list[bool]) -> float:
     return float(2 * sum(inside[i] for i in group) > len(group))
 
 
-# a line's key: the text before the line's first colon, where a space, a tab or the line's end follows that colon
-_KEY = re.compile(r"[^:\n]*?(?=:(?:[ \t\r]|$))")
-
-
 def token_line_starts(tokens: list[str]) -> tuple[str, list[int], list[int]]:
     """The tokens' text, where each token's text starts past its leading white space, and the line
     (counted from 0) each starts on: a token ``"\nbank"`` starts on the line its newline opens."""
@@ -125,17 +121,22 @@ def token_line_starts(tokens: list[str]) -> tuple[str, list[int], list[int]]:
 
 def key_flags(tokens: list[str], groups: list[list[int]]) -> list[bool]:
     """For each word (a group of :func:`word_groups`), whether it lies in a line's key: the text from
-    the line's start to its first colon, where a space, a tab or the line's end follows that colon
-    (``coin: calm valley``, ``phone number: 5``, ``time:`` as one token; not ``at 14:30``, whose colon
-    a digit follows; a line whose first colon is not a key's has none)."""
+    the line's start to the separator of its key (the walk's key parser,
+    :func:`~agentgrad.blame.facts.parse_line`, the value possibly empty), where a space, a tab or the
+    line's end follows a colon separator (``coin: calm valley``, ``phone number: 5``, ``time:`` as one
+    token; not ``at 14:30``, whose colon a digit follows; a line whose first colon is not a key's has
+    none)."""
     text, starts, _ = token_line_starts(tokens)
     out = []
     for g in groups:
         a = starts[g[0]]
         lo = text.rfind("\n", 0, a) + 1
         hi = text.find("\n", lo)
-        m = _KEY.match(text[lo:hi if hi >= 0 else len(text)])
-        out.append(bool(m) and a - lo < m.end())
+        hi = len(text) if hi < 0 else hi
+        k = parse_line(text, lo, hi)
+        sep = k.key_end if k is not None else -1
+        # the benchmark's key is a colon's that white space (or the line's end) follows
+        out.append(k is not None and text[sep] == ":" and (sep + 1 == hi or text[sep + 1] in " \t\r") and a < sep)
     return out
 
 
@@ -232,13 +233,45 @@ def token_precision(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     return out
 
 
+class Cost(Meter):
+    """The benchmarks' cost counters of one episode (a :class:`~agentgrad.blame.context.Meter`): what its
+    methods used, each pass counted every time a method needs it (cached or not), so that a method's
+    cost is what it would cost alone; and the judge methods that named nothing."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.backward = 0
+        self.forward = 0
+        self.generations = 0  # the replay method's generations (every call of every replayed run)
+        self.unparsed: list[str] = []  # judge methods whose judge gave no parsable reply (they named nothing)
+        self.unread: list[str] = []  # judge methods whose prompt was longer than the judge's context (the same)
+
+    def spent(self, seconds: float = 0.0, backward: int = 0, forward: int = 0, generations: int = 0) -> None:
+        self.seconds += seconds
+        self.backward += backward
+        self.forward += forward
+        self.generations += generations
+
+    def named_nothing(self, method: str, why: str) -> None:
+        {"unparsed": self.unparsed, "unread": self.unread}[why].append(method)
+
+
+def cost_of(ctx: BlameContext) -> Cost:
+    """The :class:`Cost` a benchmark's context counts into (made with ``meter=Cost()``)."""
+    if not isinstance(ctx.meter, Cost):
+        raise TypeError("a benchmark's BlameContext counts its cost: make it with meter=Cost()")
+    return ctx.meter
+
+
 def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], list[Blame]]], agent: str,
                   node: int) -> dict[str, dict[str, Any]]:
     """Every method's ranking of one episode scored against the truth (``agent`` and its ``node``):
-    the fields an episode record holds per method (see the module docstring), with its cost."""
+    the fields an episode record holds per method (see the module docstring), with its cost (the
+    context's :class:`Cost`)."""
     out: dict[str, dict[str, Any]] = {}
+    cost = cost_of(ctx)
     for m, fn in fns.items():
-        b0, f0, s0, j0, g0 = ctx.backward_passes, ctx.forward_passes, ctx.seconds, ctx.judge_requests, ctx.generations
+        b0, f0, s0, j0, g0 = cost.backward, cost.forward, cost.seconds, ctx.judge_requests, cost.generations
         t0 = time.time()
         ranking = fn(ctx)
         out[m] = {
@@ -246,12 +279,12 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
             "node_top1": top1_credit(ranking, node, lambda b: b.node),
             "agent_top3": top3(ranking, agent),
             "ranking": [b.to_dict() for b in ranking[:5]],
-            "backward": ctx.backward_passes - b0, "forward": ctx.forward_passes - f0,
-            "judge_requests": ctx.judge_requests - j0, "generations": ctx.generations - g0,
-            "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
-            "unread": m in ctx.unread,  # a judge whose prompt was longer than its context (named nothing)
+            "backward": cost.backward - b0, "forward": cost.forward - f0,
+            "judge_requests": ctx.judge_requests - j0, "generations": cost.generations - g0,
+            "unparsed": m in cost.unparsed,  # a judge that gave no parsable reply (named nothing)
+            "unread": m in cost.unread,  # a judge whose prompt was longer than its context (named nothing)
             # scorer time (replay: its runs' time), or for a judge the wall time of its requests
-            "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
+            "seconds": round(cost.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 4),
         }
     return out
 
@@ -298,7 +331,7 @@ def run_benchmark(scorer: Any, methods: list[str], topologies: list[str], faults
                 continue
             t_ep = time.time()
             trace = E.without_truth(ep.trace)
-            ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge)
+            ctx = BlameContext(trace, ep.loss, scorer, seed=seed + i, judge=judge, meter=Cost())
             rec: dict[str, Any] = {"episode": ep.trace.id, "topology": topo, "fault": fault, "long": ep.truth["long"],
                                    "truth": {"agent": ep.truth["agent"], "node": ep.truth["node"],
                                              **{k: ep.truth[k] for k in TRUTH_EXTRAS if k in ep.truth}},

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.benchmarks.planted.bench import check_setup, top1_credit
+from agentgrad.benchmarks.planted.bench import Cost, check_setup, top1_credit
 from agentgrad.benchmarks.stats import paired, wilson
 from agentgrad.benchmarks.whowhen.span import answer_span
 from agentgrad.blame.context import Blame, BlameContext, top_tied
@@ -181,7 +181,8 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
         t_log = time.time()
         seen = tr.without_meta("labels")
         loss = whowhen_loss(tr, with_ground_truth, span)
-        ctx = BlameContext(seen, loss, scorer, seed + i, judge)
+        cost = Cost()
+        ctx = BlameContext(seen, loss, scorer, seed + i, judge, meter=cost)
         upstream = ctx.upstream()
         truth_agent = str(labels["mistake_agent"]).lower()
         rec: dict[str, Any] = {"log": tr.id, "subset": labels["subset"], "truth": {
@@ -192,16 +193,16 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
             "chance": {"agent": sum(seen.nodes[n].name.lower() == truth_agent for n in upstream) / max(len(upstream), 1),
                        "step": 1 / max(len(upstream), 1)}}
         for m, fn in fns.items():
-            s0, j0, t0 = ctx.seconds, ctx.judge_requests, time.time()
+            s0, j0, t0 = cost.seconds, ctx.judge_requests, time.time()
             u0, r0 = getattr(judge, "unconstrained", 0), getattr(judge, "reasked", 0)
             ranking = fn(ctx)
             rec["methods"][m] = {
-                "seconds": round(ctx.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 3),
+                "seconds": round(cost.seconds - s0 + (time.time() - t0 if ctx.judge_requests > j0 else 0), 3),
                 "agent": top1_credit(ranking, truth_agent, lambda b: b.agent.lower()),
                 "step": top1_credit(ranking, labels["mistake_node"], lambda b: b.node),
                 "step_within": step_within(ranking, labels["mistake_node"]),
-                "unparsed": m in ctx.unparsed,  # a judge that gave no parsable reply (named nothing)
-                "unread": m in ctx.unread,  # a judge whose prompt was longer than its context (named nothing)
+                "unparsed": m in cost.unparsed,  # a judge that gave no parsable reply (named nothing)
+                "unread": m in cost.unread,  # a judge whose prompt was longer than its context (named nothing)
                 "top": ranking[0].to_dict() if ranking else None}
             if m.startswith("judge:") and judge is not None:  # replies decoded without the schema; questions re-asked
                 rec["methods"][m] |= {"requests": ctx.judge_requests - j0,
