@@ -112,3 +112,22 @@ def test_the_default_method_uses_the_reader_of_a_json_or_prose_trace_and_says_wh
     out = blame_episode(DEFAULT_METHOD, t, loss, sc)
     assert out.reader == "prose" and out.to_dict()["reader"] == "prose" and out.blamed[0].agent == "dayer"
     assert blame_episode(f"{DEFAULT_METHOD}@lines", t, loss, sc).blamed[0].agent == "merger"
+
+
+def test_agentgrad_blame_prints_the_reader_and_the_blame_json_names_it(tmp_path, capsys):
+    """``agentgrad blame`` on a trace whose agent writes JSON: ``provenance:key`` (no model) reads it
+    by field, and the output and ``blame.json`` say so."""
+    import json
+
+    from agentgrad.cli import main
+
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="dist: 9 km\ncity: Oslo")).id
+    _call(t, "writer", [lookup], '{"city": "Oslo", "dist": "9 km"}')
+    f = tmp_path / "trace.json"
+    f.write_text(json.dumps(t.to_dict()))
+    rc = main(["blame", str(f), "--loss", "the distance is wrong", "--wrong", "9 km", "--method", "provenance:key",
+               "--scorer", "", "--out", str(tmp_path / "B")])
+    assert rc == 0
+    assert "facts read as json by provenance:key" in capsys.readouterr().out
+    assert json.loads((tmp_path / "B" / "blame.json").read_text())["methods"]["provenance:key"]["reader"] == "json"

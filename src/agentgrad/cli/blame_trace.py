@@ -106,5 +106,8 @@ def blame_command(
                   f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
     print_blame_rows(tb.rows(), console)
+    readers = {m: o.reader for m, o in tb.outcomes.items() if o.reader}  # what a fact is (blame/facts.py)
+    if readers:
+        console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
     res = write_report(out, overwrite=overwrite)  # --overwrite: the folder's report.html too
     console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)
