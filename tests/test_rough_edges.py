@@ -170,6 +170,17 @@ def test_every_overwrite_hint_names_what_the_command_takes_and_works(tmp_path, c
     assert main(["testing", "blame-model", str(d)]) == 1
     err = capsys.readouterr().err
     assert "pass --overwrite" in err and "--out" not in err, err
+    from agentgrad.benchmarks.data import benchmark_dir
+    from agentgrad.errors import ConfigError
+
+    try:
+        have_tau = benchmark_dir("taubench_retail").is_dir()
+    except ConfigError:  # no tau-bench data here: the other folders above still say it
+        have_tau = False
+    if have_tau:  # replay-gold writes where --dump-db says
+        assert main(["bench", "taubench", "replay-gold", "--split", "dev", "--dump-db", str(d)]) == 1
+        err = capsys.readouterr().err
+        assert "choose another --dump-db" in err and "--out" not in err, err
     # agentgrad blame --overwrite into a folder holding someone's report.html: --overwrite was passed already
     f = _spans(tmp_path)
     b = tmp_path / "B"
