@@ -200,6 +200,24 @@ def test_every_overwrite_hint_names_what_the_command_takes_and_works(tmp_path, c
     assert main(hint.split()[1:]) == 0 and "agentgrad report" in mine.read_text()
 
 
+@pytest.mark.slow
+def test_a_finished_tau_bench_optimisation_resumes_as_its_hint_says(tmp_path, capsys):
+    from agentgrad.benchmarks.data import benchmark_dir
+    from agentgrad.errors import ConfigError
+
+    try:
+        benchmark_dir("taubench_retail")
+    except ConfigError as e:
+        pytest.skip(str(e))
+    out = tmp_path / "opt"
+    args = ["bench", "taubench", "optimize", "--out", str(out), "--samples", "2", "--tasks", "0", "--max-steps", "1",
+            "--model", "tiny", "--user-model", "tiny"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 1 and "pass --resume to continue it" in capsys.readouterr().err
+    assert main(args + ["--resume"]) == 0, capsys.readouterr().err  # the hint, followed (it was: "no events.jsonl")
+
+
 # --- 3. binary and empty files --------------------------------------------------------------------------
 BINARY = b"\x8f\x00\x01\x02\xffbinary"
 GZIP = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03abc"
