@@ -16,19 +16,25 @@ A call's forward pass is kept with its autograd graph (LRU, within ``graph_bytes
 second objective of the same call (the whole output, then the span a loss names) costs one
 backward pass, not a forward and a backward; occlusion starts from the kept pass's key/value cache
 and output log-probabilities instead of running the unoccluded call again.
+
+The same arithmetic without any of this: :mod:`agentgrad.attribution.gbc` (the reference). Beside
+this module: ``records``, ``prefix`` (the cache), ``batch``, ``occlusion``, ``forward`` (a kept pass).
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from agentgrad.attribution.batch import BatchMixin
 from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
-from agentgrad.attribution.graph import AttributionGraph, Edge
+from agentgrad.attribution.forward import ForwardPass
+from agentgrad.attribution.graph import AttributionGraph
+from agentgrad.attribution.occlusion import OcclusionMixin
 from agentgrad.attribution.prefix import PrefixCache, rewrap_cache  # noqa: F401 (rewrap_cache: imported from here)
 from agentgrad.attribution.protocol import CAPABILITIES
+from agentgrad.attribution.records import NodeAttribution, PreparedCall, SourceAttribution, build_graph, token_runs
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
@@ -37,111 +43,7 @@ from agentgrad.models.batching import cache_kwarg, output_cache, plain_kv_cache
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 
 
-@dataclass
-class SourceAttribution:
-    """One source (a predecessor node) of a call: its tokens and weights."""
-
-    source: int
-    kind: str
-    name: str
-    token_ranges: list[tuple[int, int]]
-    weights: dict[str, float]
-    positions: list[int] = field(default_factory=list)  # the source's token positions (union of ranges)
-    l1: list[float] = field(default_factory=list)  # ||g_t||_1 per position
-    gxi: list[float] = field(default_factory=list)  # g_t . e_t per position
-    chars: list[tuple[int, int, int] | None] = field(default_factory=list)  # (message, start, end) per position
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "kind": self.kind,
-            "name": self.name,
-            "token_ranges": [list(r) for r in self.token_ranges],
-            "weights": self.weights,
-            "token_scores": {"positions": self.positions, "l1": self.l1, "gxi": self.gxi,
-                             "chars": [list(c) if c else None for c in self.chars]},
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SourceAttribution":
-        ts = d.get("token_scores") or {}
-        return cls(int(d["source"]), d["kind"], d["name"], [tuple(r) for r in d["token_ranges"]], dict(d["weights"]),
-                   list(ts.get("positions", [])), list(ts.get("l1", [])), list(ts.get("gxi", [])),
-                   [tuple(c) if c else None for c in ts.get("chars", [])])
-
-
-@dataclass
-class _Forward:
-    """One call's forward pass with gradients, kept with its autograd graph so that every objective
-    of the call is one backward pass over it."""
-
-    leaf: Any  # (1, T - start, H) the input embeddings differentiated (requires grad)
-    embeds: Any  # (1, T - start, H) their values
-    token_lp: Any  # (n_out,) log p of each output token, still in the graph
-    start: int  # first position with gradients (the prefix before it came from the prefix cache)
-    hit: bool  # whether that prefix cache was kept from an earlier call
-    kv: list[tuple[Any, Any]]  # per layer (keys, values), (1, heads, T, dim), detached: the whole call
-    seconds: float  # what the forward pass took
-    nbytes: int = 0  # what the graph holds (tensors saved for backward, and kv)
-    kept: bool = False  # in the scorer's LRU (later backward passes keep the graph)
-
-
-@dataclass
-class NodeAttribution:
-    """The scored view of one call node."""
-
-    node_id: int
-    agent: str
-    input_ids: list[int]
-    output_token_range: tuple[int, int]
-    sources: list[SourceAttribution]
-    mode: str  # "cached" or "naive"
-    prefix_tokens: int = 0
-    cache_hit: bool = False
-    log_prob: float = 0.0  # sum of log p(output tokens)
-    seconds: float = 0.0
-    skipped: str | None = None
-    render: str = "placeholder"
-    prompt: SourceAttribution | None = None  # the call's own prompt scored like a source (prompt_weights)
-
-    def to_dict(self) -> dict[str, Any]:
-        extra = {"prompt": self.prompt.to_dict()} if self.prompt is not None else {}
-        return {**extra, 
-            "node_id": self.node_id,
-            "agent": self.agent,
-            "input_ids": self.input_ids,
-            "output_token_range": list(self.output_token_range),
-            "sources": [s.to_dict() for s in self.sources],
-            "mode": self.mode,
-            "prefix_tokens": self.prefix_tokens,
-            "cache_hit": self.cache_hit,
-            "log_prob": self.log_prob,
-            "seconds": self.seconds,
-            "skipped": self.skipped,
-            "render": self.render,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "NodeAttribution":
-        return cls(int(d["node_id"]), d["agent"], list(d["input_ids"]), tuple(d["output_token_range"]),
-                   [SourceAttribution.from_dict(s) for s in d["sources"]], d["mode"], int(d.get("prefix_tokens", 0)),
-                   bool(d.get("cache_hit", False)), float(d.get("log_prob", 0.0)), float(d.get("seconds", 0.0)),
-                   d.get("skipped"), d.get("render", "placeholder"),
-                   SourceAttribution.from_dict(d["prompt"]) if d.get("prompt") else None)
-
-
-def _runs(positions: list[int]) -> list[tuple[int, int]]:
-    """Sorted positions as [start, end) ranges of consecutive ones."""
-    out: list[tuple[int, int]] = []
-    for t in positions:
-        if out and out[-1][1] == t:
-            out[-1] = (out[-1][0], t + 1)
-        else:
-            out.append((t, t + 1))
-    return out
-
-
-class Scorer:
+class Scorer(BatchMixin, OcclusionMixin):
     """A white-box Hugging Face causal LM that scores recorded calls.
 
     Args:
@@ -219,7 +121,7 @@ class Scorer:
         self.merge_prefix_tokens = 64  # on a CPU, a prefix not cached yet of at most this many tokens runs in the call's pass
         self._plain_kv = plain_kv_cache(model)
         self._weight_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self._forwards: OrderedDict[tuple, _Forward] = OrderedDict()  # (input ids, output range, start) -> pass
+        self._forwards: OrderedDict[tuple, ForwardPass] = OrderedDict()  # (input ids, output range, start) -> pass
         self.forward_stats = {"kept": 0, "reused": 0, "occlusion_reused": 0, "occlusion_reused_seconds": 0.0}
 
     @classmethod
@@ -285,7 +187,8 @@ class Scorer:
         # a reused forward pass is counted as if run again: the record says what the call costs alone
         return self._finish(trace, node, job, *grads, seconds=time.time() - t0 + (fw.seconds if reused else 0.0))
 
-    def _prepare(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None) -> Any:
+    def _prepare(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None
+                 ) -> PreparedCall | NodeAttribution:
         """A call rendered for scoring: ``(rendering, fields, target tokens, prompt tokens, first
         prompt token)``, or its finished :class:`NodeAttribution` when there is nothing to
         differentiate (too long and skipped, an empty output, no sources)."""
@@ -306,9 +209,9 @@ class Scorer:
             return NodeAttribution(sources=sources, skipped=reason, **base)
         targets = r.output_tokens_for(target_chars) if target_chars else None
         prompt_pos = r.prompt_tokens(node) if self.prompt_weights else {}
-        return r, base, targets, prompt_pos, (min(prompt_pos) if prompt_pos else None)
+        return PreparedCall(r, base, targets, prompt_pos, min(prompt_pos) if prompt_pos else None)
 
-    def _finish(self, trace: Trace, node: Node, job: Any, grads: Any, embeds: Any, start: int, log_prob: float,
+    def _finish(self, trace: Trace, node: Node, job: PreparedCall, grads: Any, embeds: Any, start: int, log_prob: float,
                 hit: bool, seconds: float = 0.0) -> NodeAttribution:
         """The weights and per-token scores of a prepared call from its gradients (``seconds``: the
         time spent on it before, added to the record's)."""
@@ -325,7 +228,7 @@ class Scorer:
         if prompt_pos:
             pos = sorted(prompt_pos)
             l1v, gxv = [float(l1[t - start]) for t in pos], [float(gxi[t - start]) for t in pos]
-            prompt = SourceAttribution(source=node.id, kind="prompt", name=node.name, token_ranges=_runs(pos),
+            prompt = SourceAttribution(source=node.id, kind="prompt", name=node.name, token_ranges=token_runs(pos),
                                        weights=connection_weights(l1v, gxv), positions=pos, l1=l1v, gxi=gxv,
                                        chars=[prompt_pos[t] for t in pos])
         return NodeAttribution(
@@ -355,7 +258,7 @@ class Scorer:
         """Gradients at positions ``start`` .. T-1: from the first span (or ``first``, when earlier)."""
         return self._backward(r, self._forward(r, first)[0], targets)
 
-    def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False) -> tuple[_Forward, bool]:
+    def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False) -> tuple[ForwardPass, bool]:
         """The call's forward pass with gradients from its first span (or ``first``, when earlier) on,
         and whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept (LRU)
         with its graph."""
@@ -414,7 +317,7 @@ class Scorer:
             for t in pair:
                 saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
         nbytes = sum(saved.values())
-        fw = _Forward(leaf, e, token_lp, start, hit, kv, time.time() - t0, nbytes)
+        fw = ForwardPass(leaf, e, token_lp, start, hit, kv, time.time() - t0, nbytes)
         if keep and 0 < nbytes <= self.graph_bytes:
             fw.kept = True
             self._forwards[key] = fw
@@ -423,7 +326,7 @@ class Scorer:
                 self._forwards.popitem(last=False)[1].kept = False
         return fw, False
 
-    def _backward(self, r: RenderedCall, fw: _Forward, targets: list[int] | None = None
+    def _backward(self, r: RenderedCall, fw: ForwardPass, targets: list[int] | None = None
                   ) -> tuple[Any, Any, int, float, bool]:
         """The gradient of the objective (every output token, or ``targets``) over a forward pass:
         ``(grads (T - start, H), embeddings (T - start, H), start, log p, prefix cache hit)``."""
@@ -438,7 +341,7 @@ class Scorer:
             (grad,) = torch.autograd.grad(log_prob, fw.leaf, retain_graph=fw.kept)  # (1, T - start, H)
         return grad[0], fw.embeds[0], fw.start, log_prob.item(), fw.hit
 
-    def kept_forward(self, r: RenderedCall) -> _Forward | None:
+    def kept_forward(self, r: RenderedCall) -> ForwardPass | None:
         """A kept forward pass of exactly this call (any start), if there is one."""
         ids = tuple(r.input_ids)
         for key in reversed(self._forwards):
@@ -446,202 +349,10 @@ class Scorer:
                 return self._forwards[key]
         return None
 
-    def attribute_batch(self, items: list[tuple[Trace, Node]], batch_tokens: int) -> list[NodeAttribution]:
-        """``attribute_node`` of every (trace, call), several calls per forward and backward pass.
-
-        Calls whose prefix (the tokens before their first span: system prompt, template header) is
-        the same share one prefix cache, expanded over a padded batch of their variable parts; a
-        batch holds at most ``batch_tokens`` padded variable tokens (a call longer than that runs
-        alone). The padding goes between the prefix and each call's tokens, masked, with every real
-        token keeping its own position, so each call sees exactly what it sees alone: the results
-        equal the one-by-one path up to kernel rounding. The naive mode, calls without a prefix and
-        calls with nothing to differentiate take the one-by-one path. Results are in ``items`` order.
-        """
-        out: list[NodeAttribution | None] = [None] * len(items)
-        groups: dict[tuple[int, ...], list[tuple[int, Any, int]]] = {}
-        for i, (trace, node) in enumerate(items):
-            job = self._prepare(trace, node)
-            if isinstance(job, NodeAttribution):
-                out[i] = job
-                continue
-            r, _, _, _, first = job
-            start = min(r.variable_start, first if first is not None else r.variable_start)
-            if self.mode != "cached" or start == 0 or batch_tokens <= 0:
-                out[i] = self._finish(trace, node, job, *self._gradients(r, None, first))
-                continue
-            groups.setdefault(tuple(r.input_ids[:start]), []).append((i, job, start))
-        for members in groups.values():
-            members.sort(key=lambda m: len(m[1][0].input_ids))  # similar lengths together: less padding
-            batches: list[list[tuple[int, Any, int]]] = [[]]
-            for m in members:  # longest last, so a batch's padded size is its count times m's length
-                if batches[-1] and (len(batches[-1]) + 1) * (len(m[1][0].input_ids) - m[2]) > batch_tokens:
-                    batches.append([])
-                batches[-1].append(m)
-            for batch in batches:
-                t0 = time.time()
-                grads = self._batch_gradients([(job[0], start) for _, job, start in batch])
-                share = (time.time() - t0) / len(batch)
-                for (i, job, _), g in zip(batch, grads):
-                    out[i] = self._finish(items[i][0], items[i][1], job, *g, seconds=share)
-        return out  # type: ignore[return-value]
-
-    def _batch_gradients(self, calls: list[tuple[RenderedCall, int]]) -> list[tuple[Any, Any, int, float, bool]]:
-        """:meth:`_gradients` of calls sharing the prefix ``input_ids[:start]``, in one pass."""
-        import torch
-
-        if len(calls) == 1:
-            r, start = calls[0]
-            return [self._gradients(r, None, start)]
-        start = calls[0][1]
-        B = len(calls)
-        ids0 = torch.tensor(calls[0][0].input_ids, device=self.device)
-        past, hit = self.prefix_cache(ids0[:start])
-        for layer in past.layers:  # the one stored prefix, seen by every row (no copy)
-            layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
-            layer.values = layer.values.expand(B, *layer.values.shape[1:])
-        lens = [len(r.input_ids) - start for r, _ in calls]
-        L = max(lens)
-        pad = getattr(self.tokenizer, "pad_token_id", None) or 0
-        ids = torch.full((B, L), pad, dtype=torch.long, device=self.device)  # (B, L): padding first, then the call
-        mask = torch.zeros((B, start + L), dtype=torch.long, device=self.device)  # (B, P + L)
-        mask[:, :start] = 1
-        pos = torch.full((B, L), start, dtype=torch.long, device=self.device)  # (B, L)
-        for b, ((r, _), n) in enumerate(zip(calls, lens)):
-            ids[b, L - n:] = torch.tensor(r.input_ids[start:], device=self.device)
-            mask[b, start + L - n:] = 1
-            pos[b, L - n:] = torch.arange(start, start + n, device=self.device)
-        emb = self.model.get_input_embeddings()
-        with torch.no_grad():
-            e = emb(ids)  # (B, L, H)
-        leaf = e.detach().clone().requires_grad_(True)  # (B, L, H)
-        n_outs = [r.output_range[1] - r.output_range[0] for r, _ in calls]
-        keep = max(n_outs) + 1
-        with torch.enable_grad():
-            out = self.model(inputs_embeds=leaf, attention_mask=mask, position_ids=pos, **{cache_kwarg(self.model): past},
-                             use_cache=True, logits_to_keep=keep)
-            logits = out.logits.float()  # (B, keep, V): the last ``keep`` positions of every row
-            total = logits.new_zeros(())
-            log_probs = []
-            for b, ((r, _), n_out) in enumerate(zip(calls, n_outs)):
-                o_s, o_e = r.output_range
-                # every row ends with its last output token: position t is predicted at row index keep - 1 - (o_e - t)
-                rows = logits[b, keep - 1 - n_out : keep - 1]  # (n_out, V)
-                lp = rows.log_softmax(-1).gather(-1, torch.tensor(r.input_ids[o_s:o_e], device=self.device)[:, None])[:, 0].sum()
-                log_probs.append(lp.item())
-                total = total + lp
-            (grad,) = torch.autograd.grad(total, leaf)  # (B, L, H)
-        return [(grad[b, L - n:], e[b, L - n:], start, log_probs[b], hit) for b, n in enumerate(lens)]
-
     def prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
         """The no-grad key/value cache of ``prefix`` ((P,) token ids), re-wrapped for one use, and
         whether it was kept from an earlier call (:class:`agentgrad.attribution.prefix.PrefixCache`)."""
         return self.prefixes.get(self.model, prefix)
-
-    def occlusion_vectors(self, trace: Trace, node: Node, filler: str = " ") -> Any:
-        """The log p of every output token of a call, as recorded and with each source's tokens
-        replaced by a neutral filler token (same length): ``(rendering, base, {source: vector})``, or
-        None when the output is empty, the call has no source or exceeds the context. The variants
-        have one length, so they run as one batch (chunked to bound the logits' memory); no
-        gradients. Every objective's occlusion weights are sums over these (:meth:`occlusion`).
-        On a CPU each variant starts where its occlusion starts, from the recorded call's cache."""
-        r = render_call(self.tokenizer, node)
-        o_s, o_e = r.output_range
-        if o_e <= o_s or not r.source_ranges or len(r.input_ids) > self.max_context:
-            return None
-        fill = (self.tokenizer(filler, add_special_tokens=False)["input_ids"] or [self.tokenizer.eos_token_id])[0]
-        sources = list(r.source_ranges)
-        variants = [list(r.input_ids)]
-        for src in sources:
-            ids = list(r.input_ids)
-            for a, b in r.source_ranges[src]:
-                ids[a:b] = [fill] * (b - a)
-            variants.append(ids)
-        if self.device.type == "cpu" and self._plain_kv:
-            rows = self._occlusion_from_prefix(variants, sources, r, o_s, o_e, self.kept_forward(r))
-        else:
-            rows = self._occlusion_batched(variants, o_s, o_e)
-        return r, rows[0], dict(zip(sources, rows[1:]))
-
-    def _occlusion_batched(self, variants: list[list[int]], o_s: int, o_e: int) -> list[list[float]]:
-        """Every variant's output log p, the variants as one batch (chunked to bound the logits' memory)."""
-        import torch
-
-        vocab = self.model.get_output_embeddings().weight.shape[0]
-        per_chunk = max(1, int(256e6 // (4 * (o_e - o_s + 1) * vocab)))  # at most ~256 MB of logits at once
-        rows: list[list[float]] = []
-        for i in range(0, len(variants), per_chunk):
-            x = torch.tensor(variants[i:i + per_chunk], device=self.device)  # (B, T)
-            with torch.no_grad():
-                logits = self.model(input_ids=x, logits_to_keep=o_e - o_s + 1).logits[:, :-1].float()  # (B, n_out, V)
-            lp = logits.log_softmax(-1).gather(-1, x[:, o_s:o_e, None])[..., 0]  # (B, n_out)
-            rows.extend(lp.tolist())
-        return rows
-
-    def _occlusion_from_prefix(self, variants: list[list[int]], sources: list[int], r: RenderedCall,
-                               o_s: int, o_e: int, kept: _Forward | None = None) -> list[list[float]]:
-        """Every variant's output log p, each computed from its first occluded token on: the tokens
-        before it are the recorded call's, whose key/value cache the unoccluded pass leaves (or
-        ``kept``, the call's gradient pass, whose cache and output log p are the same up to kernel
-        rounding: then the unoccluded call is not run again). On a CPU this is fewer tokens
-        through the model than one batch of whole variants (a source late in the prompt costs only
-        the tokens after it)."""
-        import torch
-        from transformers import DynamicCache
-
-        keep = o_e - o_s + 1
-        x = torch.tensor(variants[0], device=self.device)[None]  # (1, T)
-
-        def logp(logits: Any, ids: Any) -> list[float]:  # (1, n_out + 1, V), (1, n_out)
-            return logits[:, :-1].float().log_softmax(-1).gather(-1, ids[..., None])[0, :, 0].tolist()
-
-        if kept is not None and kept.kv:
-            self.forward_stats["occlusion_reused"] += 1
-            self.forward_stats["occlusion_reused_seconds"] += kept.seconds
-            kv = kept.kv  # (1, H, T, D) each
-            base = [float(v) for v in kept.token_lp.detach()]
-        else:
-            with torch.no_grad():
-                out = self.model(input_ids=x, use_cache=True, logits_to_keep=keep)
-            kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]  # (1, H, T, D) each
-            base = logp(out.logits, x[:, o_s:o_e])
-        rows: list[list[float]] = [base] + [[] for _ in sources]
-        starts = [min(a for a, _ in r.source_ranges[src]) for src in sources]  # before it, nothing changed
-        order = sorted(range(len(sources)), key=lambda i: starts[i])
-        for g in (order[i:i + self.occlusion_group] for i in range(0, len(order), self.occlusion_group)):
-            start = starts[g[0]]  # the group's earliest occlusion: every row of it is recomputed from there
-            xi = torch.tensor([variants[1 + i][start:] for i in g], device=self.device)  # (B, T - start)
-            pos = torch.arange(start, len(variants[0]), device=self.device)[None].expand(len(g), -1)  # (B, T - start)
-            past = DynamicCache(ddp_cache_data=[(k[:, :, :start].expand(len(g), -1, -1, -1),
-                                                 v[:, :, :start].expand(len(g), -1, -1, -1)) for k, v in kv]) \
-                if start else None
-            with torch.no_grad():
-                o = self.model(input_ids=xi, position_ids=pos, logits_to_keep=keep, use_cache=past is not None,
-                               **({cache_kwarg(self.model): past} if past is not None else {}))
-            for j, i in enumerate(g):
-                rows[1 + i] = logp(o.logits[j:j + 1], xi[j:j + 1, o_s - start:o_e - start])
-        return rows
-
-    @staticmethod
-    def occlusion_weights(vectors: Any, target_chars: list[tuple[int, int]] | None = None) -> dict[int, float]:
-        """Per source, log p(output) minus log p(output) with the source occluded, from
-        :meth:`occlusion_vectors`; with ``target_chars``, only those output tokens count."""
-        r, base, occluded = vectors
-        o_s, o_e = r.output_range
-        targets = (r.output_tokens_for(target_chars) if target_chars else None) or list(range(o_s, o_e))
-        keep = [t - o_s for t in targets]
-        total = sum(base[i] for i in keep)
-        return {src: total - sum(v[i] for i in keep) for src, v in occluded.items()}
-
-    def occlusion(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
-                  filler: str = " ") -> dict[int, float]:
-        """Counterfactual occlusion: per source, log p(output) minus log p(output) with the source's
-        tokens replaced by a neutral filler token (same length). One batched forward pass of every
-        variant, no gradients. With ``target_chars``, only those output tokens are scored (as for
-        gradients). Zero weights where the call cannot be scored."""
-        vectors = self.occlusion_vectors(trace, node, filler)
-        if vectors is None:
-            return {s: 0.0 for s in render_call(self.tokenizer, node).source_ranges}
-        return self.occlusion_weights(vectors, target_chars)
 
     def _output_logprobs(self, ids: list[int], o_s: int, o_e: int) -> Any:
         """log p of tokens ``o_s .. o_e - 1`` of ``ids``, each given the tokens before it (no gradients)."""
@@ -691,17 +402,3 @@ class Scorer:
             if on_node:
                 on_node(res)
         return results, build_graph(trace, results)
-
-
-def build_graph(trace: Trace, results: list[NodeAttribution]) -> AttributionGraph:
-    """Weighted edges source -> call from scored nodes, plus structural edges call -> tool."""
-    nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
-    edges: list[Edge] = []
-    for res in results:
-        edges.extend(Edge(s.source, res.node_id, dict(s.weights)) for s in res.sources)
-    for n in trace.nodes:
-        if n.kind == "tool":
-            edges.extend(Edge(p, n.id, {k: 1.0 for k in ("mean_l1", "max_l1", "mean_gxi", "max_gxi")}, True)
-                         for p in n.parents)
-    edges.sort(key=lambda e: (e.target, e.source))
-    return AttributionGraph(nodes, edges)
