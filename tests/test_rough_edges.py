@@ -263,3 +263,23 @@ def test_binary_and_empty_files_get_one_line_saying_what_they_are(tmp_path, caps
             continue
         assert said in err and EXPECTED[what] in err, (what, err)
         assert not (tmp_path / "out").exists(), what
+
+
+def test_the_step_lines_and_the_demo_say_what_happened_in_words():
+    """Issue 82: the step line and the demo's edit lines named event keys ("update frequency 0.67",
+    "blamed reader x2", "Warning bullets (no sentence to remove)"); they now say what happened."""
+    from agentgrad.examples.demo import plain
+    from agentgrad.optim.run import step_line
+
+    e = {"step": 1, "train_score": 0.5, "blamed": {"reader": 2, "answerer": 1}, "accepted": False,
+         "updated": ["reader"], "update_frequency": 0.5, "val_before": 0.67, "val_after": 0.58}
+    line = step_line(e)
+    assert line == ("step 1: training score 0.50; blamed reader (in 2 failed samples), answerer (in 1 failed sample); "
+                    "rewrote the prompt of reader; rejected: the validation score did not rise (validation 0.67 -> 0.58), "
+                    "the prompts were put back")
+    assert "accepted: the validation score rose (validation 0.58 -> 0.67)" in step_line(
+        {**e, "accepted": True, "val_before": 0.58, "val_after": 0.67})
+    assert step_line({**e, "accepted": None, "updated": [], "note": "no failures"}).endswith(
+        "; no prompt changed (no failures)")
+    assert "no line of its prompt was left to remove" in plain("reader: Warning bullets (no sentence to remove)")
+    assert plain("reader: removed 'Example: x' (gradient share 0.69)") == "reader: removed 'Example: x' (gradient share 0.69)"

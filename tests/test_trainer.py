@@ -220,7 +220,8 @@ def test_validation_gate_rejects_a_step_that_hurts(tmp_path, monkeypatch, capsys
     assert sorted(p.name for p in (R / "prompts").glob("*.json")) == ["step-0000.json"]  # nothing accepted
     # one word for a step the gate refuses: the step lines, the summary and the report say "rejected"
     out, report = " ".join(capsys.readouterr().out.split()), (R / "report.html").read_text()  # lines unwrapped
-    assert out.count(", rejected, update frequency") == len(rolled)
+    assert out.count("; rejected: the validation score did not rise (validation ") == len(rolled)
+    assert "update frequency" not in out and " x1" not in out  # words, not the event's keys
     assert f"{len(rolled)} rejected; train score" in out
     assert ">rejected<" in report and "rolled back" not in out + report
 

@@ -88,6 +88,14 @@ def summarize(out: Path) -> dict[str, Any]:
             "test_after": final.get("test_after"), "test_size": final.get("test_size")}
 
 
+def plain(note: str) -> str:
+    """An optimizer's note as a reader of the demo says it."""
+    agent, sep, rest = note.partition(": ")
+    if sep and rest == "Warning bullets (no sentence to remove)":
+        return f"{agent}: no line of its prompt was left to remove, so a Warning section listing the failures was added"
+    return note
+
+
 def show(s: dict[str, Any], console: Console) -> None:
     f = s["failing"]
     if f:
@@ -101,9 +109,10 @@ def show(s: dict[str, Any], console: Console) -> None:
         console.print(f"  blamed: {', '.join(f['blamed']) or 'none'}"
                       + (f" (connection weights into the last call, max_l1: {w})" if w else ""), highlight=False)
     for note in s["edits"]:
-        console.print(f"[green]kept[/green]: {note}", highlight=False, markup=True)
+        console.print(f"[green]accepted[/green] (the validation score rose): {plain(note)}", highlight=False, markup=True)
     for note in s["rejected"]:
-        console.print(f"[yellow]rejected by the validation gate[/yellow]: {note}", highlight=False)
+        console.print(f"[yellow]rejected[/yellow] (the validation score did not rise; the prompt was put back): "
+                      f"{plain(note)}", highlight=False)
     for agent, (old, new) in s["changed"].items():
         console.print(f"\n[bold]{agent}'s prompt[/bold], before:", highlight=False)
         console.print(old.rstrip(), highlight=False, markup=False)

@@ -47,6 +47,22 @@ def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
                          oc.max_new_tokens)
 
 
+def step_line(e: dict[str, Any]) -> str:
+    """One optimizer step in plain words: who was blamed, what was rewritten, and what the gate did."""
+    blamed = ", ".join(f"{a} (in {n} failed sample{'s' if n != 1 else ''})" for a, n in e["blamed"].items())
+    line = f"step {e['step']}: training score {e['train_score']:.2f}; blamed {blamed or 'no agent'}"
+    updated = e.get("updated") or []
+    if e.get("accepted") is None:
+        why = e.get("note") or ("the optimizer changed no prompt" if not updated else "nothing to check")
+        return line + f"; no prompt changed ({why})"
+    line += f"; rewrote the prompt of {', '.join(updated)}" if updated else "; rewrote no prompt"
+    val = (f" (validation {e['val_before']:.2f} -> {e['val_after']:.2f})"
+           if e.get("val_after") is not None and e.get("val_before") is not None else "")
+    if e["accepted"]:
+        return line + f"; accepted: the validation score rose{val}"
+    return line + f"; rejected: the validation score did not rise{val}, the prompts were put back"
+
+
 def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], method: str | None,
                  console: Console, optimizer_kind: str | None = None, concurrency: int | None = None) -> dict[str, Any]:
     cfg, base = load_optimize_config(config)
@@ -97,13 +113,7 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
             state["accepted"] += e.get("accepted") is True
             state["rejected"] += e.get("accepted") is False
             state["score"] = e.get("val_after", e.get("train_score"))
-            blamed = ", ".join(f"{a} x{n}" for a, n in e["blamed"].items()) or "none"
-            verdict = {True: "accepted", False: "rejected", None: "no change"}[e.get("accepted")]
-            progress.console.print(
-                f"step {e['step']}: train score {e['train_score']:.2f}, blamed {blamed}, {verdict}, "
-                f"update frequency {e.get('update_frequency', 0):.2f}"
-                + (f", validation {e['val_before']:.2f} -> {e['val_after']:.2f}" if e.get("val_after") is not None else "")
-            )
+            progress.console.print(step_line(e), highlight=False)
         score = "-" if state["score"] is None else f"{state['score']:.2f}"
         progress.update(bar, description=f"step {state['step']} | score {score} | "
                                          f"accepted {state['accepted']} rejected {state['rejected']}")
