@@ -138,21 +138,9 @@ class Scorer(BatchMixin, OcclusionMixin):
     def device(self) -> Any:
         return next(self.model.parameters()).device
 
-    @property
-    def cache_size(self) -> int:
-        return self.prefixes.size
-
-    @cache_size.setter
-    def cache_size(self, n: int) -> None:
-        self.prefixes.size = n
-
-    @property
-    def cache_bytes(self) -> int:
-        return self.prefixes.nbytes
-
-    @cache_bytes.setter
-    def cache_bytes(self, n: int) -> None:
-        self.prefixes.nbytes = n
+    # the prefix cache's bounds (entries, bytes), read and set through the scorer
+    cache_size = property(lambda self: self.prefixes.size, lambda self, n: setattr(self.prefixes, "size", n))
+    cache_bytes = property(lambda self: self.prefixes.nbytes, lambda self, n: setattr(self.prefixes, "nbytes", n))
 
     # --- one call -------------------------------------------------------------------------
     def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
