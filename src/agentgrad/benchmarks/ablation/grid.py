@@ -100,6 +100,7 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(opt_file, options)
     (out / "results.jsonl").touch()  # a screen-only chunk too is a benchmark folder the report reads
+    (out / "cases.jsonl").touch()  # and so is a chunk stopped while it measures the noise floor
     t_start = time.perf_counter()
     bench = Ablation(out, model, optimizer, optimizer_model, steps, step_every, val_size, concurrency, test_size, log,
                      sizes, prompts)
