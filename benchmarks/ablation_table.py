@@ -4,6 +4,8 @@
     python benchmarks/ablation_table.py runs/abl47-llm4 --seeds 0 --systems manager --pairs gbc-provenance,gbc-oracle
     python benchmarks/ablation_table.py runs/abl47w-llm --seeds 0 --case-list benchmarks/ablation-smollm2/abl47w-confirmatory-cases.txt
     python benchmarks/ablation_table.py benchmarks/ablation-smollm2/factorial-results.jsonl --pairs gbc/grad-gbc/string
+    python benchmarks/ablation_table.py benchmarks/ablation-smollm2/abl47w-llm-results.jsonl \
+        --cases benchmarks/ablation-smollm2/abl47w-cases.jsonl --noise benchmarks/ablation-smollm2/abl47w-noise.jsonl --seeds 0
 
 The figures are the library's own (``load_records``, ``summarize`` and ``markdown_table``: what
 ``bench ablation`` writes to ``OUT/table.md``) over the records restricted to the chosen seeds and
@@ -18,12 +20,18 @@ Instead of a folder, one or more compact records files (``OUT/records.jsonl`` of
 committed copies of its chunks; :mod:`agentgrad.benchmarks.ablation.records`) give the same figures
 from their lines alone, one table per prompt set. A pair ``A-B`` of cell names splits at the ``-``
 between two arm names (``gbc/grad-random/random_line``).
+
+A folder's three files kept apart (the committed copies of ``results.jsonl``, ``cases.jsonl`` and
+``noise.jsonl``): the results file with ``--cases FILE --noise FILE`` gives the figures the folder
+gives, read as the folder is read (no run folder to rebuild by hand).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from agentgrad.benchmarks.ablation.grid import load_records
@@ -80,6 +88,19 @@ def table(out: Path, seeds: list[int] | None = None, systems: list[str] | None =
                   seeds=seeds, systems=systems, names=names)
 
 
+def kept_table(results: Path, cases_file: Path, noise_file: Path, seeds: list[int] | None = None,
+               systems: list[str] | None = None, pairs: list[tuple[str, str]] = (), resamples: int = 2000,
+               names: list[str] | None = None, blind: bool = False) -> str:
+    """:func:`table` of a folder whose ``results.jsonl``, ``cases.jsonl`` and ``noise.jsonl`` are kept
+    as three files: they are read as that folder (short prompts, the folder's default)."""
+    with tempfile.TemporaryDirectory(prefix="ablation-table-") as tmp:
+        for src, name in ((results, "results.jsonl"), (cases_file, "cases.jsonl"), (noise_file, "noise.jsonl")):
+            if not src.is_file():
+                raise AgentgradError(f"{src}: no such file")
+            shutil.copyfile(src, Path(tmp) / name)
+        return table(Path(tmp), seeds, systems, pairs, resamples, names, blind).replace(tmp, str(results))
+
+
 def _table(case_rows: list, rows: list, noise: list, *, pairs: list[tuple[str, str]] = (), resamples: int = 2000,
            blind: bool = False, where: str = "", seeds: list[int] | None = None, systems: list[str] | None = None,
            names: list[str] | None = None) -> str:
@@ -125,6 +146,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--case-list", type=Path, help="a file of case names, one per line (# comments)")
     p.add_argument("--blind", action="store_true", help="withhold the verdict (blame vs gain): a pre-registered "
                                                        "test is read once, when its runs are complete")
+    p.add_argument("--cases", type=Path, help="with --noise and one results file: a folder's files kept apart "
+                                              "(its cases.jsonl; the results file is its results.jsonl)")
+    p.add_argument("--noise", type=Path, help="with --cases: the folder's noise.jsonl")
     p.add_argument("--resamples", type=int, default=2000)
     a = p.parse_args(argv)
     try:
@@ -137,7 +161,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         names = read_case_list(a.case_list) if a.case_list else None
         systems = a.systems.split(",") if a.systems else None
-        if len(a.out) == 1 and a.out[0].is_dir():
+        if a.cases or a.noise:
+            if not (a.cases and a.noise) or len(a.out) != 1 or a.out[0].is_dir():
+                p.error("--cases and --noise go together, with one results file (a folder's results.jsonl)")
+            sys.stdout.write(kept_table(a.out[0], a.cases, a.noise, seeds, systems, pairs, a.resamples, names, a.blind))
+        elif len(a.out) == 1 and a.out[0].is_dir():
             sys.stdout.write(table(a.out[0], seeds, systems, pairs, a.resamples, names, a.blind))
         elif any(o.is_dir() for o in a.out):
             p.error("give one benchmark folder, or records files (not both, not two folders)")

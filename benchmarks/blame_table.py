@@ -15,10 +15,11 @@ table, a row per method, a column per topology, each cell the figure and its pai
 family over every topology with its 95% Wilson interval, the paired difference with its bootstrap
 interval, and the best model-free method of those episodes. Token-level hit@1 (targeted objective)
 per family where the loss has a span. ``--save`` keeps a small copy (agent top-1 and the paired
-figures per group, token precision, cost). ``--keep`` writes the run's per-episode records, compact
-(ids, truth, each method's scores, token precision; no traces or rankings), one JSON line each: the
-file the repository keeps of a run (``benchmarks/blame-smollm2/``), which this script reads back in
-place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
+figures per group, token precision, cost), which the script reads back in place of a metrics.json
+(``benchmarks/blame-results-cpu-2core.json``: its tables and token hit@1, no pairs). ``--keep``
+writes the run's per-episode records, compact (ids, truth, each method's scores, token precision;
+no traces or rankings), one JSON line each: the file the repository keeps of a run
+(``benchmarks/blame-smollm2/``), which this script reads back in place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
 prints, per family, method A against method B on the same episodes: the mean difference of agent
 top-1 with its bootstrap interval, the episodes won and lost and the sign test's p, over every
 topology and per topology (a metrics.json reads the episode records beside it). ``--token-pair A,B``
@@ -101,7 +102,18 @@ def read_records(path: Path, join: list[Path] = (), suffix: str = "") -> dict:
 
     records = episode_records(path, join, suffix)
     methods = list(dict.fromkeys(m for r in records[:1] for m in r["methods"]))
-    return summarize(records, methods)
+    if not suffix:
+        return summarize(records, methods)
+    # ``METHOD@SUFFIX`` reads as a fact reader to the registry; summarised under a name outside it
+    # (never a model-free baseline, as a joined run's method was before), then named back
+    tag = {m: m.replace(f"@{suffix}", f"#{suffix}") for m in methods}
+    back = {v: k for k, v in tag.items()}
+    for r in records:
+        r["methods"] = {tag.get(m, m): v for m, v in r["methods"].items()}
+    out = summarize(records, [tag[m] for m in methods])
+    out["methods"] = methods
+    out["groups"] = {g: {back.get(m, m): v for m, v in figs.items()} for g, figs in out["groups"].items()}
+    return out
 
 
 def episode_records(path: Path, join: list[Path] = (), suffix: str = "") -> list[dict]:
@@ -124,6 +136,16 @@ def episode_records(path: Path, join: list[Path] = (), suffix: str = "") -> list
             named = {(f"{m}@{suffix}" if suffix else m): v for m, v in o["methods"].items()}
             r["methods"] = {**r["methods"], **{m: v for m, v in named.items() if m not in r["methods"]}}
     return records
+
+
+def from_saved(small: dict) -> dict:
+    """A copy written by ``--save`` read back as the summary it was cut from: agent top-1 and its
+    paired figures per group and method (no counts, no episode records)."""
+    groups = {grp: {meth: (v if "agent_top1" in v else {"agent_top1": v}) for meth, v in figs.items()}
+              for grp, figs in small["agent_top1"].items()}
+    return {"episodes": small["episodes"], "chance_agent_top1": small["chance_agent_top1"], "saved": True,
+            "methods": list(groups["all"]), "groups": groups, "token": small.get("token", {}),
+            "token_by_group": small.get("token_by_group", {})}
 
 
 def method_top1(r: dict, name: str) -> float | None:
@@ -203,6 +225,7 @@ def main() -> None:
         sys.exit("blame_table: --join adds to kept records: give a records.jsonl (write one with --keep)")
     try:
         m = read_records(a.metrics, a.join, a.join_suffix) if a.metrics.suffix == ".jsonl" else json.loads(a.metrics.read_text())
+        m = from_saved(m) if "groups" not in m and "agent_top1" in m else m
         g = m["groups"]
     except JoinError as e:
         sys.exit(f"blame_table: --join: {e}")
@@ -222,9 +245,9 @@ def main() -> None:
           "that is another)\n")
     for fault in faults:
         topos = [t for t in TOPOLOGIES if f"topology={t},fault={fault}" in g]
-        n = g[f"fault={fault}"][methods[0]]["n"]
+        n = g[f"fault={fault}"][methods[0]].get("n", "?")  # a saved copy keeps no counts
         print(f"### {fault} ({n} episodes: " + ", ".join(
-            f"{t} {g[f'topology={t},fault={fault}'][methods[0]]['n']}" for t in topos) + ")\n")
+            f"{t} {g[f'topology={t},fault={fault}'][methods[0]].get('n', '?')}" for t in topos) + ")\n")
         head = ["method"] + list(topos) + ["all (95% CI)", "vs provenance (95% CI)", "vs best model-free"]
         print("| " + " | ".join(head) + " |")
         print("|" + "---|" * len(head))
@@ -263,7 +286,18 @@ def main() -> None:
                               f"; against targeted {d['diff']:+.2f} [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}] "
                               f"({d['wins']} won, {d['losses']} lost, p {_p(d['p'])})" if d else "") + _word_pairs(t))
         print()
+    if m.get("saved"):  # every episode together, and the token figures, of a saved copy
+        print("### every episode\n\n| method | all (95% CI) |\n|---|---|")
+        for meth in methods:
+            v = g["all"][meth]["agent_top1"]
+            print(f"| `{meth}` | {v['value']:.2f} [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}] |")
+        print()
+        print("Token hit@1 over every episode, by objective: " + ", ".join(
+            f"{obj} {t['hit1']['value']:.3f} [{t['hit1']['ci95'][0]:.3f}, {t['hit1']['ci95'][1]:.3f}] (n {t['n']})"
+            for obj, t in m.get("token", {}).items()) + "\n")
     if pairs or token_pairs:
+        if m.get("saved"):
+            sys.exit(f"blame_table: --pair: {a.metrics} is a saved copy (--save): it keeps no episode records")
         try:
             records = episode_records(a.metrics, a.join, a.join_suffix)
         except (OSError, ValueError, JoinError) as e:

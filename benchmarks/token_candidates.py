@@ -18,6 +18,7 @@ another value).
     python benchmarks/token_candidates.py score d10.jsonl
     python benchmarks/token_candidates.py score d10.jsonl d10-decoy.jsonl   # per family and topology
     python benchmarks/token_candidates.py score d17.jsonl --pair targeted/l1/value_word_sum,control/longest_value_word
+    python benchmarks/token_candidates.py score d17.jsonl --interval   # each hit@1 with its 95% Wilson interval
 
 Choose on a development seed (10), then report the choice with ``bench blame`` on fresh seeds.
 """
@@ -133,11 +134,12 @@ def read_dump(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> None:
+def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = (), interval: bool = False) -> None:
     """Print every candidate's hit@1 over all episodes of ``paths``; then, per cell (a file and a
     topology), its hit@1 in each and the worst cell's, the candidates ordered by that minimum (the
     choice rule where a target holds per cell: the best worst cell, then the best mean); with
-    ``explain``, where that word candidate's misses lie (:func:`explain_misses`)."""
+    ``explain``, where that word candidate's misses lie (:func:`explain_misses`); with ``interval``, the
+    first table gives each hit@1 with its 95% Wilson interval."""
     if explain:
         word_candidate(explain)  # bad input before any work
     pair_of = [tuple(x.split(",")) for x in pairs]
@@ -160,7 +162,13 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = ()) -> 
     print(f"{n} episodes ({', '.join(map(str, paths))})\n\n| candidate | hit@1 |\n|---|---|")
     mean = {k: sum(v) / len(v) for k, v in hits.items()}
     for k in sorted(hits, key=lambda k: (k.startswith("control"), -mean[k])):
-        print(f"| `{k}` | {mean[k]:.2f} |")
+        if interval:
+            from agentgrad.benchmarks.stats import wilson
+
+            lo, hi = wilson(sum(hits[k]), len(hits[k]))
+            print(f"| `{k}` | {mean[k]:.2f} [{lo:.2f}, {hi:.2f}] |")
+        else:
+            print(f"| `{k}` | {mean[k]:.2f} |")
     names = sorted(cells)
     per = {k: [sum(cells[c][k]) / len(cells[c][k]) for c in names] for k in hits}
     print("\nBy cell (file / topology, episodes), ordered by the worst cell:\n")
@@ -234,12 +242,13 @@ def main() -> None:
     s.add_argument("--explain", default="", help="a word candidate (contrast/l1/word_sum): where its misses lie")
     s.add_argument("--pair", action="append", default=[], help="A,B: candidate A against B on the same episodes, "
                                                              "per file (repeatable)")
+    s.add_argument("--interval", action="store_true", help="each hit@1 of the first table with its 95%% Wilson interval")
     a = ap.parse_args()
     try:
         if a.cmd == "dump":
             dump(a.seed, a.episodes, a.out, a.fault, [t for t in a.topologies.split(",") if t], a.style)
         else:
-            score(a.file, a.explain, tuple(a.pair))
+            score(a.file, a.explain, tuple(a.pair), a.interval)
     except FileExistsError:
         sys.exit(f"token_candidates: {a.out} exists; give a new --out")
     except (OSError, ValueError, KeyError) as e:
