@@ -732,7 +732,6 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
 def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradient():
     """``contrast``: the loss's span against its expected answer; the attribution asked for is the
     contrastive one (the context's objective inside the call), on the span; none without an expected answer."""
-    from contextlib import contextmanager
     from types import SimpleNamespace as NS
 
     from agentgrad.benchmarks.planted.bench import token_precision
@@ -743,17 +742,11 @@ def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradien
     ctx = NS(objective="targeted", render=lambda node: NS(text=" " * 100 + "time 16:00", offsets=[(100, 104), (104, 109)],
                                                           source_chars={1: [(100, 109)]}))
 
-    @contextmanager
-    def objective_of(o):
-        before, ctx.objective = ctx.objective, o
-        yield ctx
-        ctx.objective = before
+    def attribute(node, region, objective=None):
+        asked.append((objective or ctx.objective, node, region))
+        return NS(sources=[by_objective[objective or ctx.objective]])
 
-    def attribute(node, region):
-        asked.append((ctx.objective, node, region))
-        return NS(sources=[by_objective[ctx.objective]])
-
-    ctx.objective_of, ctx.attribute = objective_of, attribute
+    ctx.attribute = attribute
     ctx.contrasts = lambda: bool(ctx.loss.details.get("expected"))  # as BlameContext.contrasts, for a scorer that takes one
     ctx.loss = NS(spans={2: [(3, 8)]}, details={"expected": "4 pm"})
     truth = {"path": [1, 2], "corrupted": {"1": [(4, 9)]}}  # the value: characters 104-109

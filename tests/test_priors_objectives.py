@@ -140,7 +140,7 @@ def test_failure_objectives_in_the_walk_fall_back_share_caches_and_reset(tiny_ll
     ctx = BlameContext(tr, with_answer, sc)
     get_blame_method("gbc:max_l1:contrast:path")(ctx)
     get_blame_method("gbc:max_l1:judged:path")(ctx)
-    assert ctx.objective == "whole"  # the objective lives only as long as its walk
+    assert ctx.objective == "whole"  # a walk tells attribute its objective; the context never changes
     keys = {k for k in ctx._cache if k[0] == "gradient blame"}
     assert ("gradient blame", final, (), "contrast") in keys and ("gradient blame", final, (), "judged") in keys
     assert not ctx.whole_attributions()  # the failure-conditioned passes are not whole-output ones
@@ -156,8 +156,8 @@ def test_failure_objectives_in_the_walk_fall_back_share_caches_and_reset(tiny_ll
         k for k in bare._cache if k[0] == "gradient blame" and len(k) == 3}
     # the judged objective reads the loss's text: another loss, another gradient
     other = BlameContext(tr, VerbalLoss("the plan was wrong", [final]), sc)
-    with other.objective_of("judged"):
-        a = other.attribute(final, None)
+    a = other.attribute(final, None, "judged")
+    assert other.objective == "whole"
     with BlameContext(tr, without, sc).objective_of("judged") as c:
         b = c.attribute(final, None)
     assert [s.l1 for s in a.sources] != [s.l1 for s in b.sources]

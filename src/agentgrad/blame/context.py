@@ -73,12 +73,13 @@ class BlameContext:
 
     ``walked`` is the parents map (node -> the sources followed) of the last walk a method made;
     methods that do not walk leave it empty. ``objective`` is what :meth:`attribute` differentiates
-    for the walk in progress (:meth:`objective_of`; ``whole`` otherwise).
+    when it is not told (``whole`` unless given; a walk tells it its ``OBJ``; :meth:`objective_of`
+    gives a view of the context with another). It is never changed.
     """
 
     def __init__(self, trace: Trace, loss: VerbalLoss, scorer: Any = None, seed: int = 0, judge: Any = None,
                  top_k: int = 1, replayer: Callable[[int, int], tuple[bool, int]] | None = None, replays: int = 3,
-                 meter: Meter | None = None):
+                 meter: Meter | None = None, objective: str = "whole"):
         self.trace, self.loss, self.scorer, self.seed, self.judge = trace, loss, scorer, seed, judge
         self.top_k, self.replayer, self.replays = top_k, replayer, replays
         self.meter = meter if meter is not None else Meter()
@@ -86,29 +87,28 @@ class BlameContext:
         self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
         self.walked: dict[int, list[int]] = {}
-        self.objective = "whole"
+        self.objective = objective
 
     def focus(self, target: int) -> "BlameContext":
         """The same episode with the loss narrowed to one of its targets (and that target's spans),
         sharing this context's caches."""
         loss = VerbalLoss(self.loss.text, [target], self.loss.kind, self.loss.details,
                           {target: self.loss.spans[target]} if target in self.loss.spans else {})
+        return self._view(loss, self.objective)
+
+    def _view(self, loss: VerbalLoss, objective: str) -> "BlameContext":
         ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k, self.replayer,
-                           self.replays, self.meter)
+                           self.replays, self.meter, objective)
         ctx._cache, ctx._render, ctx._replayed = self._cache, self._render, self._replayed
-        ctx.objective = self.objective
         return ctx
 
     @contextmanager
     def objective_of(self, objective: str) -> Iterator["BlameContext"]:
-        """Within the block, :meth:`attribute` differentiates ``objective`` (a walk's ``OBJ``)."""
-        before, self.objective = self.objective, objective
-        try:
-            yield self
-        finally:
-            self.objective = before
+        """A view of this context (its caches and meter shared) whose :meth:`attribute` differentiates
+        ``objective`` when not told; this context is unchanged."""
+        yield self._view(self.loss, objective)
 
-    def _objective_call(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
+    def _objective_call(self, node: int, region: tuple[tuple[int, int], ...] | None, objective: str) -> Any:
         """``(node scored, its target characters, the contrast text)`` for the failure-conditioned
         objectives, or None where the call's own output is differentiated (``whole``, ``targeted``,
         and ``contrast`` without an expected answer in the loss: it falls back to ``whole``).
@@ -121,13 +121,13 @@ class BlameContext:
         from agentgrad.attribution.render import VERDICTS, judgment_call
 
         call = self.trace.nodes[node]
-        if self.objective == "contrast":
+        if objective == "contrast":
             expected = self.loss.details.get("expected")
             if expected in (None, ""):
                 return None
             chars = region or (tuple(self.loss.spans.get(node, [])) or None)
             return call, chars, str(expected)
-        if self.objective == "judged":
+        if objective == "judged":
             return judgment_call(call, self.loss.text), None, VERDICTS[1]
         return None
 
@@ -185,18 +185,21 @@ class BlameContext:
         an expected answer and the scorer takes a contrast (elsewhere it would be ``whole``, or fail)."""
         return self.loss.details.get("expected") not in (None, "") and self._scorer_takes("contrast")
 
-    def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None) -> Any:
-        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``.
+    def attribute(self, node: int, region: tuple[tuple[int, int], ...] | None, objective: str | None = None) -> Any:
+        """The scorer's gradients at a call (one backward pass), for the whole output or ``region``,
+        under ``objective`` (default :attr:`objective`; ``contrast`` and ``judged`` differentiate their
+        own quantity, :meth:`_objective_call`; ``whole`` and ``targeted``, the call's output).
         The call's forward pass is kept, so another objective of it costs one backward pass and
         its occlusion starts from it (its time is counted for each, as if run alone)."""
         # a scorer that can keep a call's forward pass (the Scorer's ``keep``) is asked to
         keep = {"keep": True} if self._scorer_takes("keep") else {}
-        failure = self._objective_call(node, region)
+        objective = objective or self.objective
+        failure = self._objective_call(node, region, objective)
         if failure is not None:  # a failure-conditioned objective: a pass of its own
             if self.scorer is not None and not self._scorer_takes("contrast"):
-                raise ConfigError(f"the {self.objective} objective needs a scorer that takes a contrast (agentgrad's Scorer)")
+                raise ConfigError(f"the {objective} objective needs a scorer that takes a contrast (agentgrad's Scorer)")
             scored, chars, text = failure
-            return self._cached(("gradient blame", node, region or (), self.objective),
+            return self._cached(("gradient blame", node, region or (), objective),
                                 lambda: self.scorer.attribute_node(self.trace, scored, list(chars) if chars else None,
                                                                    contrast=text),
                                 1, lambda v: 0)

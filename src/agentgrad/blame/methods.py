@@ -251,18 +251,14 @@ def _all(ctx: BlameContext) -> list[Blame]:
 def _builtins() -> None:
     if _METHODS:
         return
-    def under(c: BlameContext, o: str, fn: Callable[[], list[Blame]]) -> list[Blame]:
-        with c.objective_of(o):  # what the context differentiates during the walk (blame/context.py)
-            return fn()
-
     for w in WEIGHT_NAMES:
         for obj in OBJECTIVES:
             for rule in RULES:  # each with the parameters it is registered with (blame/rules.py)
                 register(f"gbc:{w}:{obj}:{rule}",
-                         lambda c, w=w, o=obj, r=rule, reader=None: under(c, o, lambda: walk(c, w, r, o, reader=reader)),
+                         lambda c, w=w, o=obj, r=rule, reader=None: walk(c, w, r, o, reader=reader),
                          WALK_RULES[rule].reads_facts)
             register(f"gbc:{w}:{obj}:top2",
-                     lambda c, w=w, o=obj, reader=None: under(c, o, lambda: walk_topk(c, w, o, k=2, reader=reader)), True)
+                     lambda c, w=w, o=obj, reader=None: walk_topk(c, w, o, k=2, reader=reader), True)
     for obj in ("whole", "targeted"):  # occlusion weighs the output's own log p
         for rule in ("maxw", "stop", "carry"):
             register(f"occlusion:{obj}:{rule}",

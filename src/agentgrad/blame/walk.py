@@ -109,7 +109,7 @@ def _carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None,
 
 
 def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wrong: str | None,
-             reader: FactReader = LINES) -> tuple:
+             reader: FactReader = LINES, objective: str = "whole") -> tuple:
     """(weights, attributions, where) of a call's sources; ``where``: the occurrence of the wrong text
     each carries (when ``wrong`` is given). Empty weights: the call cannot be walked through."""
     if occlusion:
@@ -118,7 +118,7 @@ def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wro
         where = {s: ((0, 0) if reader.held(ctx.trace.nodes[s].text, wrong, key) else None)
                  for s in weights} if wrong else {}
         return weights, {}, where
-    att = ctx.attribute(node, region)
+    att = ctx.attribute(node, region, objective)
     if not att.sources or att.skipped:
         return {}, {}, {}
     atts = {s.source: s for s in att.sources}
@@ -154,7 +154,7 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
     path, stopped = [node], None
     while ctx.trace.nodes[node].kind == "call":
-        weights, atts, where = _sources(ctx, node, region, weight, occlusion, wrong, reader)
+        weights, atts, where = _sources(ctx, node, region, weight, occlusion, wrong, reader, objective)
         if not weights:
             break
         pool = [s for s in weights if where.get(s) is not None] if rule == "carry" else list(weights)
@@ -244,7 +244,7 @@ def _follow(ctx: Any, node: int, region: Any, below: tuple[int, ...], weight: st
     invented or not (an invention then ends the walk only off a key stated above)."""
     path, changed, invention = [node], [], False
     while ctx.trace.nodes[node].kind == "call":
-        att = ctx.attribute(node, region)
+        att = ctx.attribute(node, region, objective)
         if not att.sources or att.skipped:
             break
         atts = {s.source: s for s in att.sources if s.source not in path and s.source not in below}
@@ -329,7 +329,7 @@ def _direct(ctx: Any, weight: str, objective: str, occlusion: bool, rng: random.
     if ctx.trace.nodes[target].kind != "call":
         return [ctx.blame(target, 1.0)]
     region = tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None
-    weights, _, _ = _sources(ctx, target, region, weight, occlusion, None)
+    weights, _, _ = _sources(ctx, target, region, weight, occlusion, None, objective=objective)
     pool = [s for s in weights if ctx.trace.nodes[s].kind in ("call", "tool")]
     ranked = strongest(pool, lambda s: weights[s], len(pool), rng)
     if ranked:
@@ -348,7 +348,7 @@ def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool
         if kind == "tool":  # a tool's result depends on the call that asked for it
             ups = [(p, None) for p in ctx.trace.nodes[node].parents if ctx.trace.nodes[p].kind == "call"]
         elif kind == "call":
-            weights, atts, _ = _sources(ctx, node, region, weight, occlusion, None)
+            weights, atts, _ = _sources(ctx, node, region, weight, occlusion, None, objective=objective)
             kept = strongest(list(weights), lambda s: weights[s], ctx.top_k, rng)
             for s in kept:
                 edge_w[s] = max(edge_w.get(s, float("-inf")), weights[s])
@@ -399,7 +399,7 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
         if ctx.trace.nodes[node].kind != "call":
             stops[node] = max(stops.get(node, 0.0), score)
             continue
-        att = ctx.attribute(node, region)
+        att = ctx.attribute(node, region, objective)
         spent += 1
         if not att.sources or att.skipped:
             stops[node] = max(stops.get(node, 0.0), score)

@@ -191,8 +191,7 @@ def carrying_source(ctx: BlameContext, truth: dict[str, Any], objective: str) ->
     if objective == "contrast":
         if not ctx.contrasts():  # no expected answer, or a scorer that takes no contrast (a test's stand-in)
             return None
-        with ctx.objective_of("contrast"):
-            att = ctx.attribute(node, region)
+        att = ctx.attribute(node, region, "contrast")
     else:
         att = ctx.attribute(node, region)
     s = next((s for s in att.sources if s.source == src), None)
