@@ -104,6 +104,12 @@ def test_gbc_grad_on_the_tiny_model_is_the_gbc_arm_under_the_edit_optimizer(tmp_
     assert rows["gbc"]["step_notes"] and any("removed" in n for s in rows["gbc"]["step_notes"] for n in s["notes"])
     assert {k: v for k, v in rows["gbc"].items() if k not in volatile} == \
         {k: v for k, v in rows["gbc/grad"].items() if k not in volatile}
+    # an agent chosen without the gradient (random, provenance) still gets the gradient's line: the
+    # trainer attributes every failure and the blamed call is on its trajectory
+    for arm in ("random/grad", "provenance/grad"):
+        row = bench.run_one(case, base, arm, 0)
+        notes = [n for s in row["step_notes"] for n in s["notes"]]
+        assert notes and "gradient share" in notes[0], (arm, notes)  # later: Warning bullets once no line is free
 
 
 def test_the_memo_scores_the_same_prompts_once_and_the_gate_reads_it(tmp_path):
