@@ -283,3 +283,18 @@ def test_the_step_lines_and_the_demo_say_what_happened_in_words():
         "; no prompt changed (no failures)")
     assert "no line of its prompt was left to remove" in plain("reader: Warning bullets (no sentence to remove)")
     assert plain("reader: removed 'Example: x' (gradient share 0.69)") == "reader: removed 'Example: x' (gradient share 0.69)"
+
+
+@pytest.mark.parametrize("argv", [["bench", "ablation", "--model", "tiny", "--systems", "pipeline"],
+                                  ["bench", "inject", "--model", "tiny", "--questions", "1"]])
+def test_a_benchmark_out_that_holds_no_benchmark_is_not_told_to_resume(tmp_path, capsys, argv):
+    """Issue 82: `bench ablation` and `bench inject` told any non-empty --out to "pass --resume"; a folder
+    they did not write has nothing to resume, and following the advice wrote into it."""
+    out = tmp_path / "notes"
+    out.mkdir()
+    (out / "mine.txt").write_text("a user's file\n")
+    for extra in ([], ["--resume"]):
+        assert main([*argv, "--out", str(out), *extra]) != 0
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "nothing to resume" in err and "pass --resume" not in err, err
+        assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]  # nothing written beside the user's file

@@ -89,6 +89,9 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
         options["prompts"] = prompts
     opt_file = out / "options.json"
     if out.exists() and any(out.iterdir()):
+        if not opt_file.exists():  # not a folder this benchmark wrote: --resume would continue nothing
+            raise ConfigError(f"{out} is not empty and holds no `bench ablation` run (no options.json), so there "
+                              f"is nothing to resume: choose another --out, or empty that folder")
         if not resume:
             raise ConfigError(f"{out} is not empty: pass --resume to continue the benchmark there, or another --out")
         if opt_file.exists() and json.loads(opt_file.read_text(encoding="utf-8")) != options:

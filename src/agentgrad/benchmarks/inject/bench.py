@@ -88,9 +88,13 @@ def check_options(systems: list[str], kinds: list[str], methods: list[str], spli
         out = Path(out)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {out} exists and is not a directory")
-        if out.exists() and any(out.iterdir()) and not resume:
-            raise ConfigError(f"--out {out} is not empty: pass --resume to continue the benchmark there, or "
-                              f"another --out")
+        if out.exists() and any(out.iterdir()):
+            if not (out / "bench.json").is_file():  # not a folder this benchmark wrote: nothing to resume
+                raise ConfigError(f"--out {out} is not empty and holds no `bench inject` run (no bench.json), so "
+                                  f"there is nothing to resume: choose another --out, or empty that folder")
+            if not resume:
+                raise ConfigError(f"--out {out} is not empty: pass --resume to continue the benchmark there, or "
+                                  f"another --out")
 
 
 def _read(files: RunFiles | None, *parts: str) -> dict[str, Any] | None:
