@@ -2,10 +2,10 @@
 
     python benchmarks/ablation_table.py runs/abl47-llm4 --seeds 0
     python benchmarks/ablation_table.py runs/abl47-llm4 --seeds 0 --systems manager --pairs gbc-provenance,gbc-oracle
-    python benchmarks/ablation_table.py runs/abl47w-llm --seeds 0 --case-list benchmarks/ablation-smollm2/abl47w-confirmatory-cases.txt
-    python benchmarks/ablation_table.py benchmarks/ablation-smollm2/factorial-results.jsonl --pairs gbc/grad-gbc/string
-    python benchmarks/ablation_table.py benchmarks/ablation-smollm2/abl47w-llm-results.jsonl \
-        --cases benchmarks/ablation-smollm2/abl47w-cases.jsonl --noise benchmarks/ablation-smollm2/abl47w-noise.jsonl --seeds 0
+    python benchmarks/ablation_table.py runs/abl47w-llm --seeds 0 --case-list records/ablation-smollm2/abl47w-confirmatory-cases.txt
+    python benchmarks/ablation_table.py records/ablation-smollm2/factorial-results.jsonl --pairs gbc/grad-gbc/string
+    python benchmarks/ablation_table.py records/ablation-smollm2/abl47w-llm-results.jsonl \
+        --cases records/ablation-smollm2/abl47w-cases.jsonl --noise records/ablation-smollm2/abl47w-noise.jsonl --seeds 0
 
 The figures are the library's own (``load_records``, ``summarize`` and ``markdown_table``: what
 ``bench ablation`` writes to ``OUT/table.md``) over the records restricted to the chosen seeds and

@@ -16,10 +16,10 @@ family over every topology with its 95% Wilson interval, the paired difference w
 interval, and the best model-free method of those episodes. Token-level hit@1 (targeted objective)
 per family where the loss has a span. ``--save`` keeps a small copy (agent top-1 and the paired
 figures per group, token precision, cost), which the script reads back in place of a metrics.json
-(``benchmarks/blame-results-cpu-2core.json``: its tables and token hit@1, no pairs). ``--keep``
+(``records/blame-results-cpu-2core.json``: its tables and token hit@1, no pairs). ``--keep``
 writes the run's per-episode records, compact (ids, truth, each method's scores, token precision;
 no traces or rankings), one JSON line each: the file the repository keeps of a run
-(``benchmarks/blame-smollm2/``), which this script reads back in place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
+(``records/blame-smollm2/``), which this script reads back in place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
 prints, per family, method A against method B on the same episodes: the mean difference of agent
 top-1 with its bootstrap interval, the episodes won and lost and the sign test's p, over every
 topology and per topology (a metrics.json reads the episode records beside it). ``--token-pair A,B``

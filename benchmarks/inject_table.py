@@ -1,7 +1,7 @@
 """Print the injected-faults tables (markdown) from kept ``bench inject`` episode records.
 
-    python benchmarks/inject_table.py benchmarks/inject-smollm2/q12-r1.jsonl \
-        --join benchmarks/inject-smollm2/q12-key.jsonl \
+    python benchmarks/inject_table.py records/inject-smollm2/q12-r1.jsonl \
+        --join records/inject-smollm2/q12-key.jsonl \
         --pair gbc:max_l1:targeted:blend,provenance --pair gbc:max_l1:targeted:blend,gbc:max_l1:targeted:carry
 
 The records are one JSON line per injection (ids, system, kind, position, ``final``, status, truth,

@@ -1,14 +1,14 @@
 """Print the Who&When table (markdown) from a ``bench whowhen`` folder's per-log records.
 
-    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm
-    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm-occlusion \
-        --also benchmarks/whowhen-smollm2/algorithm --seconds
+    python benchmarks/whowhen_table.py records/whowhen-smollm2/algorithm
+    python benchmarks/whowhen_table.py records/whowhen-smollm2/algorithm-occlusion \
+        --also records/whowhen-smollm2/algorithm --seconds
 
-    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/algorithm \
-        --union benchmarks/whowhen-smollm2/algorithm-window
+    python benchmarks/whowhen_table.py records/whowhen-smollm2/algorithm \
+        --union records/whowhen-smollm2/algorithm-window
 
-    python benchmarks/whowhen_table.py benchmarks/whowhen-smollm2/hand-judge-nogt \
-        --setting benchmarks/whowhen-smollm2/hand-judge-structured
+    python benchmarks/whowhen_table.py records/whowhen-smollm2/hand-judge-nogt \
+        --setting records/whowhen-smollm2/hand-judge-structured
 
 ``--setting`` pairs every method with itself in another folder, run in the other ground-truth setting
 on the same logs (a last table: both figures, the difference, logs won / lost, sign-test p).
