@@ -344,7 +344,10 @@ def test_bad_options_are_one_line_errors_and_nothing_is_written(tmp_path):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     rc, _, err = cli("bench", "ablation", "--out", tmp_path / "full")
-    assert rc == 2 and "--resume" in err
+    assert rc == 2 and "nothing to resume" in err  # a folder the benchmark did not write
+    (tmp_path / "full" / "results.jsonl").write_text("")  # the benchmark's (rebuilt from records): resumable
+    rc, _, err = cli("bench", "ablation", "--out", tmp_path / "full")
+    assert rc == 2 and "pass --resume" in err
 
 
 @pytest.mark.slow  # four benchmark invocations on the tiny model: about 40 s on 2 busy cores

@@ -131,3 +131,22 @@ def test_agentgrad_blame_prints_the_reader_and_the_blame_json_names_it(tmp_path,
     assert rc == 0
     assert "facts read as json by provenance:key" in capsys.readouterr().out
     assert json.loads((tmp_path / "B" / "blame.json").read_text())["methods"]["provenance:key"]["reader"] == "json"
+
+
+def test_a_benchmark_declares_its_reader_and_the_methods_option_takes_one():
+    """Who&When and the injected faults were measured reading `key: value` lines; their harnesses keep
+    that reader (detection reads most Who&When logs as prose), and `--methods NAME@READER` selects it."""
+    from agentgrad.benchmarks.inject import bench as inject
+    from agentgrad.benchmarks.whowhen import bench as whowhen
+    from agentgrad.blame.methods import select_methods, with_reader
+
+    assert whowhen.READER == "lines" and inject.READER == "lines"
+    assert with_reader(DEFAULT_METHOD, "lines") == DEFAULT_METHOD + "@lines"
+    assert with_reader("provenance:key", "prose") == "provenance:key@prose"
+    assert with_reader("last", "lines") == "last"  # reads no facts
+    assert with_reader(DEFAULT_METHOD + "@json", "lines") == DEFAULT_METHOD + "@json"  # its own reader kept
+    with pytest.raises(ConfigError, match="unknown fact reader"):
+        with_reader(DEFAULT_METHOD, "yaml")
+    assert select_methods(f"{DEFAULT_METHOD}@prose,last") == [DEFAULT_METHOD + "@prose", "last"]
+    with pytest.raises(RegistryError, match="reads no facts"):
+        select_methods("last@prose")

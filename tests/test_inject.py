@@ -275,7 +275,10 @@ def test_bad_options_are_one_line_errors_before_any_model_is_loaded(tmp_path):
         rc, out, err = cli("bench", "inject", "--out", tmp_path / "o", "--model", "no/such-model", *args)
         assert rc == 2 and say in err and len(err.strip().splitlines()) == 1, (args, err)
     rc, _, err = cli("bench", "inject", "--out", tmp_path / "full", "--model", "no/such-model")
-    assert rc == 2 and "--resume" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and "nothing to resume" in err and len(err.strip().splitlines()) == 1  # not a benchmark's folder
+    (tmp_path / "full" / "bench.json").write_text("{}")  # a benchmark's folder: --resume continues it
+    rc, _, err = cli("bench", "inject", "--out", tmp_path / "full", "--model", "no/such-model")
+    assert rc == 2 and "pass --resume" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
 
 

@@ -324,6 +324,13 @@ def get_blame_method(name: str) -> MethodFn:
     return _METHODS[name]
 
 
+def with_reader(name: str, reader: str) -> str:
+    """``name`` with fact reader ``reader`` where it is a method that reads facts and names no reader
+    itself (``NAME@READER``), else ``name``: how a benchmark declares the reader its figures were made with."""
+    name = canonical(name)
+    return f"{name}@{get_reader(reader).name}" if name in _READS_FACTS else name
+
+
 def fact_reader(name: str, trace: Any) -> str | None:
     """The fact reader (:mod:`agentgrad.blame.facts`) that method ``name`` reads ``trace`` with: the one
     its name chooses (``NAME@READER``), else the one detected from the trace; None for a method that
@@ -382,6 +389,8 @@ def select_methods(spec: str, judge: bool = False, replay: bool = False, exact: 
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
         part = ALIASES.get(part, part)
         hit = [part] if exact and part in names else [n for n in names if n == part or n.startswith(part + ":")]
+        if not hit and "@" in part:  # NAME@READER: that method alone, with that fact reader
+            hit = [canonical(part)]
         if not hit and part.startswith("agent:"):
             hit = [canonical(part)]
         if not hit:

@@ -47,6 +47,10 @@ def check_options(systems: list[str] | None, defects: list[str] | None, methods:
         raise ConfigError(f"{', '.join('--' + k.replace('_', '-') for k in low)} must be at least 1")
 
 
+# what marks a folder as this benchmark's (a folder rebuilt from the committed records has no options.json)
+BENCH_FILES = ("options.json", "results.jsonl", "noise.jsonl", "cases.jsonl")
+
+
 def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] | None = None,
                  defects: list[str] | None = None, methods: list[str] | None = None, seeds: int = 3,
                  optimizer: str = "edit", optimizer_model: str | None = None, steps: int = 2, step_every: int = 4,
@@ -89,9 +93,10 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
         options["prompts"] = prompts
     opt_file = out / "options.json"
     if out.exists() and any(out.iterdir()):
-        if not opt_file.exists():  # not a folder this benchmark wrote: --resume would continue nothing
-            raise ConfigError(f"{out} is not empty and holds no `bench ablation` run (no options.json), so there "
-                              f"is nothing to resume: choose another --out, or empty that folder")
+        if not any((out / f).is_file() for f in BENCH_FILES):  # not this benchmark's folder: nothing to resume
+            raise ConfigError(f"{out} is not empty and holds no `bench ablation` run (none of "
+                              f"{', '.join(BENCH_FILES)}), so there is nothing to resume: choose another --out, "
+                              f"or empty that folder")
         if not resume:
             raise ConfigError(f"{out} is not empty: pass --resume to continue the benchmark there, or another --out")
         if opt_file.exists() and json.loads(opt_file.read_text(encoding="utf-8")) != options:

@@ -38,12 +38,18 @@ from agentgrad.benchmarks.inject.corrupt import KINDS, corrupt, field_values
 from agentgrad.benchmarks.planted.bench import Cost, check_setup, read_back, score_methods, summarize, write_episode
 from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.context import BlameContext
-from agentgrad.blame.methods import get_blame_method
+from agentgrad.blame.methods import get_blame_method, with_reader
 from agentgrad.core.files import RunFiles
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.optim.tasks import LookupTask
 from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.runs.replay import TEMPERATURE, Fixed, Replayer
+
+# The fact reader of the walks that follow the wrong text (agentgrad.blame.facts): every injected-fault figure
+# was made reading the logs as `key: value` lines, before the readers existed (2026-12-03); detection
+# would read most of these logs as prose, whose units differ, so the benchmark keeps `lines`. A method
+# named NAME@READER keeps its own reader.
+READER = "lines"
 
 GROUPS = (("system",), ("kind",), ("position",), ("final",), ("system", "kind"), ("system", "position"))
 SPLITS = ("train", "val", "test")
@@ -149,7 +155,7 @@ def run_inject(model: Any, scorer: Any, methods: list[str], systems: list[str] |
     if replays < 1:
         raise ConfigError("--replays must be at least 1")
     examples = lookup_examples(split, questions)
-    fns = {m: get_blame_method(m) for m in methods}
+    fns = {m: get_blame_method(with_reader(m, READER)) for m in methods}  # the benchmark's declared reader
     files = RunFiles(out) if out else None
     setup = {**(setup or {}), "seed": seed, "split": split}
     if "replay" in methods:  # what the replay method's figures depend on

@@ -46,11 +46,17 @@ from agentgrad.benchmarks.planted.bench import Cost, check_setup, top1_credit
 from agentgrad.benchmarks.stats import paired, wilson
 from agentgrad.benchmarks.whowhen.span import answer_span
 from agentgrad.blame.context import Blame, BlameContext, top_tied
-from agentgrad.blame.methods import get_blame_method
+from agentgrad.blame.methods import get_blame_method, with_reader
 from agentgrad.blame.priors import is_prior
 from agentgrad.core.trace import Trace
 from agentgrad.core.files import RunFiles
 from agentgrad.errors import ConfigError
+
+# The fact reader of the walks that follow the wrong text (agentgrad.blame.facts): every Who&When figure
+# was made reading the logs as `key: value` lines, before the readers existed (2026-12-03); detection
+# would read most of these logs as prose, whose units differ, so the benchmark keeps `lines`. A method
+# named NAME@READER keeps its own reader.
+READER = "lines"
 
 DEFAULT_METHODS = ("gbc:mean_l1:whole:earliest,gbc:mean_l1:whole:maxw,gbc:max_l1:whole:maxw,"
                    "gbc:mean_gxi:whole:maxw,occlusion:whole:maxw,temporal,random,all,last,"
@@ -142,7 +148,7 @@ def run_whowhen(traces: list[Trace], methods: list[str], scorer: Any = None, jud
     each record says what was found (``span``: node and text, or None)."""
     if span and not with_ground_truth:
         raise ConfigError("the answer span is located against the ground truth: use it with the ground truth")
-    fns = {m: get_blame_method(m) for m in methods}
+    fns = {m: get_blame_method(with_reader(m, READER)) for m in methods}  # the benchmark's declared reader
     files = RunFiles(out) if out else None
     if out is not None:
         setup = {**(setup or {}), "seed": seed, "with_ground_truth": with_ground_truth,
