@@ -54,6 +54,16 @@ def commands(name: str, out: Path) -> list[str]:
     raise SystemExit(f"error: --command takes demo or bench-blame, not {name!r}")
 
 
+def outcome(out: Path) -> dict[str, Any]:
+    """What the run found (the demo's final.json: held-out test before -> after, steps kept), so that a
+    thread layout is seen to leave the result alone."""
+    try:
+        final = json.loads((out / "final.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: final.get(k) for k in ("test_before", "test_after", "val_score", "steps", "accepted")}
+
+
 def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     """Wall and CPU seconds of ``cmd`` (its own process tree), which must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -81,19 +91,19 @@ def main(argv: list[str] | None = None) -> None:
         env[k] = v
     work = Path(tempfile.mkdtemp(prefix="agentgrad-contention-"))
     try:
-        alone = timed(commands(a.command, work / "alone"), env)
-        print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU", flush=True)
+        alone = timed(commands(a.command, work / "alone"), env) | {"outcome": outcome(work / "alone")}
+        print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU {alone['outcome']}", flush=True)
         neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
                                      env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
         try:
             assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "ready"
             time.sleep(1.0)
-            shared = timed(commands(a.command, work / "shared"), env)
+            shared = timed(commands(a.command, work / "shared"), env) | {"outcome": outcome(work / "shared")}
         finally:
             neighbour.kill()
             neighbour.wait()
         print(f"{a.command} beside a two-thread PyTorch neighbour: {shared['wall_s']} s wall, "
-              f"{shared['cpu_s']} s CPU", flush=True)
+              f"{shared['cpu_s']} s CPU {shared['outcome']}", flush=True)
         ratios = {"wall": round(shared["wall_s"] / alone["wall_s"], 2),
                   "cpu": round(shared["cpu_s"] / alone["cpu_s"], 2)}
         print(f"{a.command}: wall {ratios['wall']}x, CPU {ratios['cpu']}x beside the neighbour "
