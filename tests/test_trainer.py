@@ -1,4 +1,5 @@
 import json
+import re
 import os
 import shlex
 import signal
@@ -221,6 +222,10 @@ def test_validation_gate_rejects_a_step_that_hurts(tmp_path, monkeypatch, capsys
     # one word for a step the gate refuses: the step lines, the summary and the report say "rejected"
     out, report = " ".join(capsys.readouterr().out.split()), (R / "report.html").read_text()  # lines unwrapped
     assert out.count("; rejected: the validation score did not rise (validation ") == len(rolled)
+    # the phases with no sample events say how far they are (a line at their end, and every 30 s)
+    assert re.search(r"validation of the starting prompts: (\d+) of \1 questions run", out)
+    assert out.count("validation of the new prompts: ") >= len(rolled)
+    assert not [e for e in events(R) if e["event"] == "progress"]  # shown, never logged
     assert "update frequency" not in out and " x1" not in out  # words, not the event's keys
     assert f"{len(rolled)} rejected; train score" in out
     assert ">rejected<" in report and "rolled back" not in out + report
@@ -345,3 +350,17 @@ def test_a_runs_config_with_a_removed_secret_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError, match=r"models\.opt\.api_key is <redacted>.*api_key_env"):
         load_optimize_config(path)
+
+
+def test_a_long_phase_prints_a_line_at_least_every_30_seconds(tmp_path, monkeypatch, capsys):
+    """Issue 82: the validation and test phases emit no sample events, and printed nothing for minutes on
+    a loaded machine; each question run is now a progress event, printed at most PROGRESS_EVERY apart."""
+    from agentgrad.cli import main
+    from agentgrad.optim import run
+
+    monkeypatch.setattr(run, "PROGRESS_EVERY", 0.0)  # every question: the cadence is the clock's, not a count
+    R = tmp_path / "R"
+    assert main(["optimize", str(fake_task_config(tmp_path, {"kind": "deterministic"})), "--out", str(R)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    lines = re.findall(r"validation of the starting prompts: (\d+) of (\d+) questions run", out)
+    assert lines and [int(d) for d, _ in lines] == list(range(1, int(lines[0][1]) + 1))  # one per question

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,9 @@ def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
     model = models[oc.model] if needs_model else None
     return optimizer_for(oc.kind if oc.kind in ("target", "edit") else "verbal", model, oc.max_attempts, oc.max_chars,
                          oc.max_new_tokens)
+
+
+PROGRESS_EVERY = 30.0  # seconds: the longest a long phase goes without a printed line (issue 82)
 
 
 def step_line(e: dict[str, Any]) -> str:
@@ -101,9 +106,16 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
 
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console)
-    state = {"step": 0, "accepted": 0, "rejected": 0, "score": None}
+    state = {"step": 0, "accepted": 0, "rejected": 0, "score": None, "said": time.monotonic()}
 
     def on_event(e: dict[str, Any]) -> None:
+        if e["event"] == "progress":  # a phase with no sample events: its own count, and a line every 30 s
+            progress.update(bar, description=f"{e['phase']}: {e['done']}/{e['total']} questions")
+            now = time.monotonic()
+            if e["done"] == e["total"] or now - state["said"] >= PROGRESS_EVERY:
+                progress.console.print(f"{e['phase']}: {e['done']} of {e['total']} questions run", highlight=False)
+                state["said"] = now
+            return
         if e["event"] == "resumed":  # the bar counts the samples done before the crash too
             progress.update(bar, completed=e["next_sample"])
         if e["event"] == "sample":

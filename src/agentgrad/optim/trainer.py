@@ -229,11 +229,17 @@ class Trainer:
         return Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in trace.calls()}),
                          outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
 
-    def _map(self, fn: Callable[[Any], Any], items: list[Any]) -> list[Any]:
-        """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order."""
+    def _map(self, fn: Callable[[Any], Any], items: list[Any], phase: str | None = None) -> list[Any]:
+        """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order; with a ``phase``,
+        a transient ``progress`` event (not logged) after each item, for the progress display."""
         out: dict[int, Any] = {}
-        run_jobs(list(enumerate(items)), lambda job: fn(job[1]), self.concurrency,
-                 lambda job, result: out.__setitem__(job[0], result))
+
+        def done(job: Any, result: Any) -> None:
+            out[job[0]] = result
+            if phase and self.on_event:
+                self.on_event({"event": "progress", "phase": phase, "done": len(out), "total": len(items)})
+
+        run_jobs(list(enumerate(items)), lambda job: fn(job[1]), self.concurrency, done)
         return [out[i] for i in range(len(items))]
 
     def run_batch(self, examples: list[dict[str, Any]]) -> list[tuple[float, Collected | None]]:
@@ -280,8 +286,9 @@ class Trainer:
         for ex in examples:
             self._pending(ex).unlink(missing_ok=True)
 
-    def evaluate(self, examples: list[dict[str, Any]]) -> float:
-        """Mean metric of the current prompts over ``examples`` (no attribution), concurrently."""
+    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None) -> float:
+        """Mean metric of the current prompts over ``examples`` (no attribution), concurrently; ``phase``
+        names it in the progress events (``validation``, ``test, starting prompts``, ...)."""
         if not examples:
             return 0.0
 
@@ -294,7 +301,7 @@ class Trainer:
             except AgentgradError:
                 return 0.0
 
-        return sum(self._map(one, examples)) / len(examples)
+        return sum(self._map(one, examples, phase)) / len(examples)
 
     # --- one step -------------------------------------------------------------------------------
     def step(self, step: int, batch: list[Collected], scores: list[float], val_score: float | None,
@@ -335,7 +342,7 @@ class Trainer:
         set_prompts(self.system, res.prompts)
         accepted, new_val = True, val_score
         if self.cfg.validation:
-            new_val = self.evaluate(self.val)
+            new_val = self.evaluate(self.val, "validation of the new prompts")
             accepted = self.cfg.validation.accepts(val_score or 0.0, new_val)
             if not accepted:
                 set_prompts(self.system, {n: old[n] for n in res.prompts})  # rejected: the old prompts back
@@ -356,7 +363,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         state = self._load()
         if state is None:
-            val_score = self.evaluate(self.val) if self.val else None
+            val_score = self.evaluate(self.val, "validation of the starting prompts") if self.val else None
             state = self._state(0, 0, val_score, [], {}, 0, 0)
             save_prompts(self.run_dir.path, 0, state["prompts"])
             write_checkpoint(self.run_dir.path, state)
@@ -404,6 +411,7 @@ class Trainer:
         starting prompts' score and the final prompts' score on it."""
         start = json.loads((self.run_dir.path / "prompts" / "step-0000.json").read_text(encoding="utf-8"))
         set_prompts(self.system, start)
-        before = self.evaluate(self.test)
+        before = self.evaluate(self.test, "held-out test, starting prompts")
         set_prompts(self.system, prompts)
-        return {"test_before": before, "test_after": self.evaluate(self.test), "test_size": len(self.test)}
+        after = self.evaluate(self.test, "held-out test, final prompts")
+        return {"test_before": before, "test_after": after, "test_size": len(self.test)}
