@@ -9,12 +9,12 @@ whatever the methods.
 
 from __future__ import annotations
 
-import inspect
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from agentgrad.attribution.protocol import capabilities
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.judge import steps_of
 from agentgrad.core.trace import Trace
@@ -177,8 +177,9 @@ class BlameContext:
         return self.trace.nodes[self.target].text[a:b] or None
 
     def _scorer_takes(self, parameter: str) -> bool:
-        """Whether the scorer's ``attribute_node`` has ``parameter`` (``keep``, ``contrast``)."""
-        return self.scorer is not None and parameter in inspect.signature(self.scorer.attribute_node).parameters
+        """Whether the scorer can do ``parameter`` (``keep``, ``contrast``): its declared capabilities
+        (:func:`agentgrad.attribution.protocol.capabilities`)."""
+        return parameter in capabilities(self.scorer)
 
     def contrasts(self) -> bool:
         """Whether the ``contrast`` objective differentiates something of its own here: the loss gives
