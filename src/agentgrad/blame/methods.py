@@ -303,7 +303,10 @@ def canonical(name: str) -> str:
             raise RegistryError(f"{base} reads no facts, so it takes no fact reader (@{reader}): only the walks "
                                 f"that follow the wrong text (stop, carry, follow, origin, blend, top2) and "
                                 f"provenance:key do")
-        get_reader(reader)  # an unknown reader: a one-line error with the valid ones
+        try:
+            get_reader(reader)
+        except ConfigError as e:  # an unknown reader: a name outside the registry, with the valid readers
+            raise RegistryError(f"{name!r}: {e}") from None
         return f"{base}@{reader}"
     name = ALIASES.get(name, name)
     if name.startswith("agent:") and name[len("agent:"):]:
