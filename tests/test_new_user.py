@@ -29,6 +29,6 @@ def test_report_shows_no_empty_blamed_and_no_bare_arrow(tmp_path):
     (R / "events.jsonl").write_text("\n".join(json.dumps(e) for e in events) + "\n")
     html, _ = render_report(R)
     assert "score 1, passed yes" in html and "passed yes, blamed" not in html
-    row = html[html.index("<th>validation before → after</th>"):]
+    row = html[html.index("<th>validation score before → after</th>"):]
     row = row[row.index("<tr>", 10):row.index("</tr>", row.index("<tr>", 10))]
     assert "→" not in row and ">-</td>" in row

@@ -15,43 +15,48 @@ from agentgrad.models import threads
 from agentgrad.runs.runner import run_jobs
 
 
-def test_concurrent_jobs_compute_with_half_the_cores_each_and_the_caller_gets_its_count_back(monkeypatch):
-    monkeypatch.delenv(threads.ENV, raising=False)
-    monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    original = torch.get_num_threads()
-    torch.set_num_threads(3)
-    try:
-        _check_layout()
-    finally:
-        torch.set_num_threads(original)
-
-
-def _check_layout() -> None:
+def _counts(concurrency: int) -> dict[int, int]:
+    """The intra-op thread count each of two jobs computes with, at ``concurrency``."""
     seen: dict[int, int] = {}
-    gate = threading.Barrier(2, timeout=10)
+    gate = threading.Barrier(2, timeout=10) if concurrency > 1 else None
 
     def job(i: int) -> int:
-        gate.wait()  # both jobs in flight at once, on two threads
+        if gate is not None:
+            gate.wait()  # both jobs in flight at once, on two threads
         x = torch.randn(64, 64)
         _ = x @ x  # an operator: the thread's OpenMP team is set up from the layout
         return torch.get_num_threads()
 
-    run_jobs([0, 1], job, 2, lambda j, r: seen.__setitem__(j, r))
-    assert seen == {0: 2, 1: 2}  # 4 cores // 2 computing threads
-    assert torch.get_num_threads() == 3  # restored in the calling thread
-    seen.clear()
-    run_jobs([0, 1], lambda i: torch.get_num_threads(), 1, lambda j, r: seen.__setitem__(j, r))
-    assert seen == {0: 3, 1: 3}  # one episode at a time: the caller's count, untouched
+    run_jobs([0, 1], job, concurrency, lambda j, r: seen.__setitem__(j, r))
+    return seen
 
 
-def test_the_setting_overrides_the_layout_and_a_bad_value_is_one_line(monkeypatch):
-    monkeypatch.setenv(threads.ENV, "1")
-    assert threads.intra_op_threads(8, cores=16) == 1 and threads.intra_op_threads(1, cores=16) == 1
-    monkeypatch.setenv(threads.ENV, "torch")
-    assert threads.intra_op_threads(8, cores=16) is None
-    monkeypatch.delenv(threads.ENV)
-    assert threads.intra_op_threads(8, cores=2) == 1 and threads.intra_op_threads(8, cores=1) == 1
-    assert threads.intra_op_threads(1, cores=16) is None
+def test_by_default_a_run_computes_with_the_callers_threads_at_any_concurrency(monkeypatch):
+    """The default changes no thread count: a concurrent run computes the sequential run's numbers."""
+    monkeypatch.delenv(threads.ENV, raising=False)
+    original = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        assert _counts(2) == {0: 3, 1: 3} and _counts(1) == {0: 3, 1: 3}
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(original)
+
+
+def test_the_setting_gives_every_run_its_threads_and_the_caller_gets_its_count_back(monkeypatch):
+    original = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        monkeypatch.setenv(threads.ENV, "1")
+        assert _counts(2) == {0: 1, 1: 1} and _counts(1) == {0: 1, 1: 1}  # sequential and concurrent alike
+        assert torch.get_num_threads() == 3  # restored in the calling thread
+        monkeypatch.setenv(threads.ENV, "torch")
+        assert _counts(2) == {0: 3, 1: 3}
+    finally:
+        torch.set_num_threads(original)
+
+
+def test_a_bad_setting_is_one_line(monkeypatch):
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv(threads.ENV, bad)
         with pytest.raises(ConfigError, match="AGENTGRAD_THREADS") as e:

@@ -1,21 +1,23 @@
-"""How many threads a run's tensor work uses: chosen on purpose, so that a run shares a machine fairly.
+"""How many threads a run's tensor work uses, and how its waiting threads wait: so that a run shares a machine fairly.
 
 A run computes in at most two threads at once: the batcher's worker (the greedy decoding of every
 concurrent episode, :mod:`agentgrad.models.batching`) and the one attribution in flight (backward
 passes, under the scorer's lock). PyTorch gives every thread that runs an operator its own OpenMP
-team of ``torch.get_num_threads()`` threads, so on 2 cores two computing threads with PyTorch's
-default would run 4 busy threads, and a neighbour's job 2 more; OpenMP threads that wait at a
-barrier spin by default, taking the CPU the neighbour (or the other team) needs. The layout here:
+team of ``torch.get_num_threads()`` threads, and OpenMP threads that wait at a barrier **spin** by
+default: beside another job they take the CPU that job (or the other team) needs, so a run's CPU time
+grew 2.5x beside a two-thread neighbour (issue 82). The layout:
 
-- with episodes run at once (``concurrency > 1``), each computing thread gets ``cores // 2``
-  intra-op threads (at least 1), so the two teams together fill the cores and never nest beyond
-  them; a run of one episode at a time keeps PyTorch's default (every core);
-- waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``), set by the CLI before PyTorch loads;
-  a program that imports agentgrad sets it itself, before it imports torch, if it wants the same.
+- waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``), set by the CLI before PyTorch loads
+  (a program that imports agentgrad sets it itself, before it imports torch, if it wants the same);
+  the wait policy changes no result;
+- the intra-op thread count is PyTorch's (every core), whatever the concurrency, so that a run at
+  ``--concurrency N`` computes exactly the numbers of the sequential run (float reductions depend on
+  the thread count).
 
-``AGENTGRAD_THREADS=N`` sets the intra-op threads of every computing thread to N instead;
-``AGENTGRAD_THREADS=torch`` leaves PyTorch's own defaults alone (no wait policy either): the layout
-before this one, for comparison (``benchmarks/contention.py``).
+``AGENTGRAD_THREADS=N`` gives every computing thread N intra-op threads instead, in every run
+(sequential or concurrent alike, so the two still agree); ``AGENTGRAD_THREADS=torch`` leaves
+PyTorch's defaults alone, wait policy included: the layout before this one, for comparison
+(``benchmarks/contention.py``).
 """
 
 from __future__ import annotations
@@ -51,24 +53,18 @@ def configure_process() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def intra_op_threads(concurrency: int, cores: int | None = None) -> int | None:
-    """The intra-op threads of each computing thread for a run of ``concurrency`` episodes at once,
-    or None for PyTorch's default."""
+def intra_op_threads(concurrency: int = 1) -> int | None:
+    """The intra-op threads of each computing thread (the same for every ``concurrency``), or None
+    for PyTorch's default."""
     chosen = setting()
-    if chosen == "torch":
-        return None
-    if isinstance(chosen, int):
-        return chosen
-    if concurrency <= 1:
-        return None
-    return max(1, (cores or os.cpu_count() or 1) // 2)
+    return chosen if isinstance(chosen, int) else None
 
 
 @contextlib.contextmanager
-def compute_threads(concurrency: int) -> Iterator[int | None]:
-    """While a run of ``concurrency`` episodes at once is in this block, threads that start computing
-    (episode threads, the batcher's worker) use :func:`intra_op_threads`; the calling thread's count
-    is restored after. A no-op where PyTorch is not loaded (a run on a remote model)."""
+def compute_threads(concurrency: int = 1) -> Iterator[int | None]:
+    """While a run is in this block, the calling thread and the threads that start computing (episode
+    threads, the batcher's worker) use :func:`intra_op_threads`; the calling thread's count is restored
+    after. A no-op by default, and where PyTorch is not loaded (a run on a remote model)."""
     n = intra_op_threads(concurrency)
     torch = sys.modules.get("torch")
     if n is None or torch is None:

@@ -176,13 +176,13 @@ def run_jobs(jobs: list[Any], fn: Callable[[Any], Any], concurrency: int,
     ones have finished (their results are still handed to ``done``).
     """
     if concurrency <= 1:
-        for job in jobs:
-            done(job, fn(job))
+        with compute_threads(concurrency):  # the same thread count as a concurrent run: the same numbers
+            for job in jobs:
+                done(job, fn(job))
         return
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     error: BaseException | None = None
-    # the jobs' threads compute beside the batcher's worker: each takes its share of the cores
     with compute_threads(concurrency), ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = {pool.submit(fn, job): job for job in jobs}
         for f in as_completed(futures):
