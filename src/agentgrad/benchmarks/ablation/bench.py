@@ -85,10 +85,10 @@ class _GatedTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self._gate = gate
 
-    def evaluate(self, examples: list[dict[str, Any]]) -> float:
+    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None) -> float:
         if examples and examples is self.val:
             return self._gate({n: p.text for n, p in get_prompts(self.system).items()})
-        return super().evaluate(examples)
+        return super().evaluate(examples, phase)
 
 
 def _bits(values: list[float]) -> str:
