@@ -6,12 +6,14 @@ and the figures as the page prints them. Here every table command runs on the co
 and every quoted figure must be in its output (within one unit of the last digit the page prints),
 every quote must be on its page, every path the index names must exist, and every record file
 must be named by the index (nothing orphaned). Groups whose table commands take long (the
-bootstrap of every paired figure) are ``slow``; the checks of the index itself are not.
+bootstrap of every paired figure) are ``slow`` and run only with ``AGENTGRAD_RECORDS_FULL=1`` (the
+summary says so); the checks of the index itself always run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -201,7 +203,14 @@ def _check(g: dict) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("group", [pytest.param(g, id=g["id"], marks=[pytest.mark.slow] if g.get("slow") else [])
+# the slow groups' table scripts spend minutes in the pure-Python bootstrap (about 5 minutes together on
+# 2 cores): the default suite would pass the CI's time budget with them, so they run on request
+FULL = os.environ.get("AGENTGRAD_RECORDS_FULL") == "1"
+LONG = pytest.mark.skipif(not FULL, reason="a slow figure group (minutes of bootstrap): AGENTGRAD_RECORDS_FULL=1 "
+                                           "python -m pytest tests/test_records.py recomputes it")
+
+
+@pytest.mark.parametrize("group", [pytest.param(g, id=g["id"], marks=[pytest.mark.slow, LONG] if g.get("slow") else [])
                                    for g in GROUPS])
 def test_every_quoted_figure_is_recomputed_from_the_records(group):
     bad = _check(group)
