@@ -50,7 +50,8 @@ def commands(name: str, out: Path) -> list[str]:
         return exe + ["demo", "--out", str(out)]
     if name == "bench-blame":
         return exe + ["bench", "blame", "--scorer", "smollm2", "--seed", "10", "--episodes", "8",
-                      "--faults", "wrong_value", "--out", str(out)]
+                      "--faults", "wrong_value", "--topology", "chain", "--methods", "gbc:max_l1:targeted:blend,provenance",
+                      "--out", str(out)]
     raise SystemExit(f"error: --command takes demo or bench-blame, not {name!r}")
 
 
