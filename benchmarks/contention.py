@@ -57,12 +57,18 @@ def commands(name: str, out: Path) -> list[str]:
 
 def outcome(out: Path) -> dict[str, Any]:
     """What the run found (the demo's final.json: held-out test before -> after, steps kept), so that a
-    thread layout is seen to leave the result alone."""
+    thread layout is seen to leave the result alone (bench blame: every method's top-1)."""
     try:
         final = json.loads((out / "final.json").read_text(encoding="utf-8"))
+        return {k: final.get(k) for k in ("test_before", "test_after", "val_score", "steps", "accepted")}
+    except (OSError, ValueError):
+        pass
+    try:  # bench blame: every method's agent and node top-1 over the episodes
+        metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: final.get(k) for k in ("test_before", "test_after", "val_score", "steps", "accepted")}
+    return {m: {k: v["value"] for k, v in figs.items() if k in ("agent_top1", "node_top1")}
+            for m, figs in metrics["groups"]["all"].items()}
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
