@@ -1,0 +1,172 @@
+"""How far to trust one trace's blame verdict: agreement between methods, with its measured meaning.
+
+A verdict names an agent; whether it is right differs by family. The signals here need nothing but
+the verdicts of one trace (which agents each method puts at the top):
+
+- ``agree``: the scorer method (the default, ``gbc:max_l1:targeted:blend``) and ``provenance`` (the
+  string walk, no model) name the same agents;
+- ``model-free`` (no scorer ran): ``provenance`` and ``last`` (the final agent) name the same agents.
+
+Each comes with what it was measured to mean: the verdict's accuracy when the methods agree and when
+they disagree, on the report parts of the planted-fault, injected-fault and Who&When benchmarks
+(docs/confidence.md, where the signals were pre-registered). The figures are read from the package
+file ``confidence.json``, written by ``python benchmarks/confidence_table.py --write-package`` from
+the committed records; nothing here is asserted by hand.
+
+    >>> c = confidence({"gbc:max_l1:targeted:blend": ["reader"], "provenance": ["reader"]})
+    >>> c.signal, c.value
+    ('agree', True)
+    >>> print(confidence_line(outcomes))    # one line for a printed verdict
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from agentgrad.errors import ConfigError
+
+PACKAGE_FILE = Path(__file__).with_name("confidence.json")
+PARTNERS = {"agree": "provenance", "model-free": "last"}
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """One trace's confidence signal.
+
+    Attributes:
+        signal: ``agree`` (a scorer method against ``provenance``), ``model-free`` (``provenance``
+            against ``last``), or ``none`` (the verdicts hold neither pair).
+        value: True where the two methods name the same agents, False where not, None for ``none``.
+        method: the method whose verdict the signal qualifies.
+        partner: the method it is compared with.
+        meaning: the measured meaning, as a sentence (accuracy when agreeing and disagreeing, per
+            benchmark, with the counts).
+        measured: the figures the meaning quotes, per benchmark (``agree`` / ``disagree``: n,
+            accuracy, 95% interval), from the package file.
+    """
+
+    signal: str
+    value: bool | None
+    method: str | None
+    partner: str | None
+    meaning: str
+    measured: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signal": self.signal, "value": self.value, "method": self.method, "partner": self.partner,
+                "meaning": self.meaning, "measured": self.measured}
+
+
+def top_agents(verdict: Any) -> list[str]:
+    """The agents a verdict puts at the top: a :class:`~agentgrad.blame.outcome.BlameOutcome` (its
+    blamed entries' agents), a row of ``TraceBlame.rows()`` (its ``agent``), an agent's name, or a
+    list of names."""
+    if verdict is None:
+        return []
+    if isinstance(verdict, str):
+        return [verdict]
+    if isinstance(verdict, Mapping):
+        a = verdict.get("agent")
+        return top_agents(a)
+    blamed = getattr(verdict, "blamed", None)
+    if blamed is not None:
+        return list(dict.fromkeys(b.agent for b in blamed))
+    if isinstance(verdict, Iterable):
+        return list(dict.fromkeys(str(a) for a in verdict))
+    raise ConfigError(f"a verdict is an outcome, a row with an 'agent', or agent names, not {type(verdict).__name__}")
+
+
+def agrees(a: Iterable[str], b: Iterable[str]) -> bool:
+    """Whether two verdicts name the same agents (the same set at the top; an empty verdict agrees with none)."""
+    a, b = set(a), set(b)
+    return bool(a) and a == b
+
+
+def by_method(verdicts: Any) -> dict[str, list[str]]:
+    """{method: top agents} of a mapping {method: verdict}, or of rows / outcomes that name their method."""
+    if isinstance(verdicts, Mapping):
+        return {str(m): top_agents(v) for m, v in verdicts.items()}
+    out = {}
+    for v in verdicts:
+        m = v.get("method") if isinstance(v, Mapping) else getattr(v, "method", None)
+        if not m:
+            raise ConfigError("a verdict row without its method: pass {method: verdict} or rows with a 'method'")
+        out[str(m)] = top_agents(v)
+    return out
+
+
+@lru_cache(maxsize=4)
+def measured(path: Path = PACKAGE_FILE) -> dict[str, Any]:
+    """The measured figures (the package file written by ``benchmarks/confidence_table.py --write-package``)."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: not the confidence figures ({e.__class__.__name__}); "
+                          "python benchmarks/confidence_table.py ... --write-package writes them") from None
+
+
+def _scorer_method(names: list[str]) -> str | None:
+    from agentgrad.blame.methods import needs_scorer
+
+    return next((m for m in names if m.split("@")[0].split(":")[0] in ("gbc", "occlusion", "temporal")
+                 and needs_scorer(m.split("@")[0])), None)
+
+
+def meaning(signal: str, value: bool, figures: dict[str, Any], method: str | None = None) -> str:
+    """The sentence that says what ``value`` of ``signal`` was measured to mean."""
+    side, other = ("agree", "disagree") if value else ("disagree", "agree")
+    benches = figures.get("benchmarks", {})
+
+    def say(s: str) -> str:
+        return ", ".join(f"{b['%s' % s]['accuracy']:.2f} of {name} (n={b[s]['n']})" for name, b in benches.items()
+                         if b[s]["n"]) or "never measured"
+
+    pair = "methods agree" if value else "methods disagree"
+    text = f"{pair}: right in {say(side)}; when they {other}: {say(other)}"
+    measured_for = {b["method"] for b in benches.values()}
+    if method and method not in measured_for:
+        text += f" (measured for {', '.join(sorted(measured_for))}, not {method})"
+    return text
+
+
+def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str, Any] | None = None) -> Confidence:
+    """The confidence signal of one trace's verdicts, with its measured meaning.
+
+    Args:
+        verdicts: {method: verdict} (a verdict: a ``BlameOutcome``, a row with an ``agent``, agent
+            names), or ``TraceBlame.rows()``, or a list of ``BlameOutcome``.
+        method: the verdict to qualify; by default the first method that reads a scorer, else
+            ``provenance``.
+        figures: the measured figures (default: the package file).
+
+    Returns:
+        ``agree`` where a scorer method and ``provenance`` are both there, else ``model-free`` where
+        ``provenance`` and ``last`` are, else ``none`` (value None).
+    """
+    tops = by_method(verdicts)
+    figs = measured() if figures is None else figures
+    scorer = method if method and method != "provenance" else _scorer_method(list(tops))
+    if scorer and scorer in tops and "provenance" in tops:
+        signal, mine, partner = "agree", scorer, "provenance"
+    elif "provenance" in tops and "last" in tops and (method in (None, "provenance")):
+        signal, mine, partner = "model-free", "provenance", "last"
+    else:
+        return Confidence("none", None, method or scorer, None,
+                          "no confidence: it needs a scorer method and provenance, or provenance and last")
+    value = agrees(tops[mine], tops[partner])
+    f = figs.get("signals", {}).get(signal, {})
+    return Confidence(signal, value, mine, partner, meaning(signal, value, f, mine), f.get("benchmarks", {}))
+
+
+def confidence_line(verdicts: Any, method: str | None = None) -> str:
+    """One printable line: ``confidence: <the measured meaning>`` (or why there is none)."""
+    c = confidence(verdicts, method)
+    if c.value is None:
+        return f"confidence: {c.meaning}"
+    names = f"{c.method} and {c.partner}"
+    return f"confidence ({names}): {c.meaning}"
