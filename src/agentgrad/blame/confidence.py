@@ -122,16 +122,13 @@ def meaning(signal: str, value: bool, figures: dict[str, Any], method: str | Non
     side, other = ("agree", "disagree") if value else ("disagree", "agree")
     benches = figures.get("benchmarks", {})
 
-    def say(s: str) -> str:
-        return ", ".join(f"{b['%s' % s]['accuracy']:.2f} of {name} (n={b[s]['n']})" for name, b in benches.items()
-                         if b[s]["n"]) or "never measured"
+    def say(s: str) -> str:  # a benchmark measured with another method than the verdict's says which
+        return ", ".join(f"{b[s]['accuracy']:.2f} of {name} (n={b[s]['n']}"
+                         f"{'' if not method or b['method'] == method else ', with ' + b['method']})"
+                         for name, b in benches.items() if b[s]["n"]) or "never measured"
 
     pair = "methods agree" if value else "methods disagree"
-    text = f"{pair}: right in {say(side)}; when they {other}: {say(other)}"
-    measured_for = {b["method"] for b in benches.values()}
-    if method and method not in measured_for:
-        text += f" (measured for {', '.join(sorted(measured_for))}, not {method})"
-    return text
+    return f"{pair}: right in {say(side)}; when they {other}: {say(other)}"
 
 
 def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str, Any] | None = None) -> Confidence:
