@@ -1,0 +1,258 @@
+"""The team-level verdict of a set of failed traces: which agent fails most often, and how sure is that.
+
+One :class:`TraceVerdict` per trace (blamed, succeeded, malformed or unblamed with its reason); for a
+blamed trace one :class:`MethodVerdict` per method: the top entry, the agents whose prompts to
+repair, the two best scores and the agent sequences of the blamed paths. :func:`team_verdict`
+turns the blamed traces into, per method,
+
+- **shares**: each agent's share of the failures blamed on it. A failure is blamed on the agents
+  to repair (a tool result's caller; the node's own agent where no prompt is named, e.g. an input
+  ``user``); a failure whose method names several splits its unit equally among them, so the
+  shares of one method sum to 1;
+- **intervals**: a percentile bootstrap over the traces (``resamples`` resamples of the blamed
+  traces with replacement, drawn by ``random.Random(seed)``: ``rng.choices(range(n), k=n)`` per
+  resample, the same draws for every method; the interval is the sorted resampled shares at
+  ``int(a * R)`` and ``int((1 - a) * R) - 1``, ``a = (1 - level) / 2``), the convention of
+  :func:`agentgrad.benchmarks.stats.paired`;
+- the **trajectories** most often walked (agent sequences, each counted once per trace);
+- the **repair order**: agents by share, then by the interval's lower bound.
+
+Pure functions of the records: nothing here reads or writes a file.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+STATUSES = ("blamed", "succeeded", "malformed", "unblamed")
+NOBODY = "(nothing)"  # the share of failures for which a method named no node at all
+
+
+@dataclass
+class MethodVerdict:
+    """What one method says of one trace."""
+
+    agent: str | None  # the top entry's agent (a tool's or input's name for those)
+    node: int | None = None
+    kind: str | None = None  # call, tool or input
+    repair: list[str] = field(default_factory=list)  # the agents whose prompts to repair
+    scores: list[float] = field(default_factory=list)  # the top score and the runner-up's (the next node)
+    trajectories: list[list[str]] = field(default_factory=list)  # agents of the blamed paths, root first
+
+    def blamed(self) -> list[str]:
+        """The agents this failure is blamed on: those to repair, else the top entry's own agent."""
+        return list(dict.fromkeys(self.repair)) or ([self.agent] if self.agent else [])
+
+    def margin(self) -> float | None:
+        """The top score minus the runner-up's (None without a runner-up)."""
+        return self.scores[0] - self.scores[1] if len(self.scores) >= 2 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MethodVerdict:
+        return cls(agent=d.get("agent"), node=d.get("node"), kind=d.get("kind"), repair=list(d.get("repair") or []),
+                   scores=[float(s) for s in d.get("scores") or []],
+                   trajectories=[list(t) for t in d.get("trajectories") or []])
+
+
+@dataclass
+class TraceVerdict:
+    """One trace of the set: its status and, when blamed, every method's verdict.
+
+    ``reason`` says why a trace was not blamed (malformed: what is broken; unblamed: what it lacks;
+    succeeded: how the answer matched); ``note`` says what to know about a blamed one (e.g. that no
+    differing text of the final output could be marked as wrong)."""
+
+    trace: str
+    status: str
+    methods: dict[str, MethodVerdict] = field(default_factory=dict)
+    reason: str = ""
+    note: str = ""
+    source: str = ""  # the file it was read from
+    file: str = ""  # where the run directory keeps it (traces/NAME.json), for a blamed trace
+    loss: str | None = None
+    wrong: str | None = None
+    expected: str | None = None
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"trace verdict status {self.status!r}; valid: {', '.join(STATUSES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"trace": self.trace, "status": self.status, "source": self.source}
+        for k in ("reason", "note", "file", "loss", "wrong", "expected"):
+            if getattr(self, k):
+                d[k] = getattr(self, k)
+        if self.methods:
+            d["methods"] = {m: v.to_dict() for m, v in self.methods.items()}
+        d["seconds"] = self.seconds
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TraceVerdict:
+        return cls(trace=str(d["trace"]), status=str(d["status"]), reason=str(d.get("reason") or ""),
+                   note=str(d.get("note") or ""), source=str(d.get("source") or ""),
+                   file=str(d.get("file") or ""), loss=d.get("loss"),
+                   wrong=d.get("wrong"), expected=d.get("expected"), seconds=float(d.get("seconds") or 0.0),
+                   methods={m: MethodVerdict.from_dict(v) for m, v in (d.get("methods") or {}).items()})
+
+
+@dataclass
+class AgentShare:
+    """One agent's share of one method's blamed failures, with its bootstrap interval."""
+
+    agent: str
+    failures: float  # the failures blamed on it (a tie split counts a fraction)
+    share: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class MethodTeam:
+    """One method over the set: its blamed traces and every agent's share, largest first."""
+
+    method: str
+    traces: int
+    shares: list[AgentShare]
+
+    def share(self, agent: str) -> AgentShare | None:
+        return next((s for s in self.shares if s.agent == agent), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "traces": self.traces, "shares": [s.to_dict() for s in self.shares]}
+
+
+@dataclass
+class TrajectoryCount:
+    agents: list[str]
+    traces: int  # the blamed traces on which the method walked this agent sequence
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TeamVerdict:
+    """The verdict of a set: counts per status, per method the shares, the trajectories, the repair order."""
+
+    counts: dict[str, int]
+    methods: dict[str, MethodTeam]
+    primary: str | None  # the method the trajectories and the repair order come from
+    trajectories: list[TrajectoryCount]
+    repair: list[str]
+    resamples: int = 2000
+    level: float = 0.95
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"counts": self.counts, "primary": self.primary, "repair": self.repair,
+                "methods": {m: t.to_dict() for m, t in self.methods.items()},
+                "trajectories": [t.to_dict() for t in self.trajectories],
+                "bootstrap": {"resamples": self.resamples, "level": self.level, "seed": self.seed}}
+
+
+def bootstrap_draws(n: int, resamples: int, seed: int) -> list[list[int]]:
+    """The resamples: ``resamples`` lists of ``n`` indices in ``range(n)``, with replacement."""
+    rng = random.Random(seed)
+    idx = range(n)
+    return [rng.choices(idx, k=n) for _ in range(resamples)] if n else []
+
+
+def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``values`` (see the module docstring for the indices)."""
+    if not values:
+        return (0.0, 0.0)
+    v, r = sorted(values), len(values)
+    a = (1 - level) / 2
+    return (v[min(int(a * r), r - 1)], v[max(int((1 - a) * r) - 1, 0)])
+
+
+def agent_weights(verdicts: list[MethodVerdict]) -> list[dict[str, float]]:
+    """Per verdict, the unit of its failure split over the agents it is blamed on (:data:`NOBODY` if none)."""
+    out = []
+    for v in verdicts:
+        who = v.blamed() or [NOBODY]
+        out.append({a: 1 / len(who) for a in who})
+    return out
+
+
+def shares(verdicts: list[MethodVerdict], draws: list[list[int]] | None = None, resamples: int = 2000,
+           seed: int = 0, level: float = 0.95, method: str = "") -> MethodTeam:
+    """Every agent's share of ``verdicts`` (one per blamed trace) with its bootstrap interval.
+
+    ``draws`` (from :func:`bootstrap_draws`, of ``len(verdicts)`` indices) are the resamples; given,
+    they are used as they are, so that several methods are resampled over the same traces."""
+    n = len(verdicts)
+    weights = agent_weights(verdicts)
+    agents = list(dict.fromkeys(a for w in weights for a in w))
+    if draws is None:
+        draws = bootstrap_draws(n, resamples, seed)
+    out = []
+    for a in agents:
+        col = [w.get(a, 0.0) for w in weights]
+        total = sum(col)
+        boot = [sum(map(col.__getitem__, d)) / n for d in draws]
+        lo, hi = percentile_interval(boot, level)
+        out.append(AgentShare(a, round(total, 6), total / n, lo, hi))
+    out.sort(key=lambda s: (-s.share, -s.low, s.agent))
+    return MethodTeam(method, n, out)
+
+
+def common_trajectories(verdicts: Iterable[MethodVerdict], top: int = 5) -> list[TrajectoryCount]:
+    """The agent sequences walked most often, each counted once per trace; ties in first-seen order."""
+    counts: dict[tuple[str, ...], int] = {}
+    for v in verdicts:
+        for t in dict.fromkeys(tuple(t) for t in v.trajectories if t):
+            counts[t] = counts.get(t, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
+    return [TrajectoryCount(list(k), c) for k, c in ranked[:top]]
+
+
+def repair_order(team: MethodTeam) -> list[str]:
+    """The agents whose prompts to repair first: by share, then by the interval's lower bound
+    (the share of a pseudo-agent such as :data:`NOBODY` names no prompt and is left out)."""
+    return [s.agent for s in sorted(team.shares, key=lambda s: (-s.share, -s.low, s.agent)) if s.agent != NOBODY]
+
+
+def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = None, primary: str | None = None,
+                 resamples: int = 2000, seed: int = 0, level: float = 0.95, top: int = 5) -> TeamVerdict:
+    """The team-level verdict of ``traces`` (see the module docstring).
+
+    Args:
+        methods: the methods to report, in order (default: every method of the blamed traces, in
+            the order first seen).
+        primary: the method whose trajectories and repair order are given (default: the first).
+        resamples, seed, level: the bootstrap (the same draws for every method, over the traces
+            that method blamed).
+        top: the most common trajectories kept.
+    """
+    traces = list(traces)
+    counts = {s: 0 for s in STATUSES}
+    for t in traces:
+        counts[t.status] += 1
+    blamed = [t for t in traces if t.status == "blamed"]
+    names = methods or list(dict.fromkeys(m for t in blamed for m in t.methods))
+    per: dict[str, MethodTeam] = {}
+    full = bootstrap_draws(len(blamed), resamples, seed)
+    for m in names:
+        have = [t.methods[m] for t in blamed if m in t.methods]
+        # every method of a set ran on every blamed trace: the same draws; else draws of its own
+        draws = full if len(have) == len(blamed) else None
+        per[m] = shares(have, draws, resamples, seed, level, m)
+    main = primary if primary in per else (names[0] if names else None)
+    trajectories = common_trajectories((t.methods[main] for t in blamed if main in t.methods), top) if main else []
+    return TeamVerdict(counts, per, main, trajectories, repair_order(per[main]) if main else [], resamples, level, seed)
+
+
+__all__ = ["AgentShare", "MethodTeam", "MethodVerdict", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
+           "TrajectoryCount", "bootstrap_draws", "common_trajectories", "percentile_interval", "repair_order",
+           "shares", "team_verdict"]

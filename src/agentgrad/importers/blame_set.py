@@ -1,0 +1,318 @@
+"""Blame a whole set of failed traces: each trace as it is read, then the team-level verdict.
+
+``agentgrad blame FOLDER --expected answers.jsonl`` is :func:`blame_set`. The source is a file of
+many traces (chat JSONL, OTLP spans), a folder of trace files, or a run directory (its
+``traces/``). Each trace gets its loss from a losses file or an expected-answers file
+(:mod:`agentgrad.importers.expected`), or the default loss; it is blamed by
+:func:`agentgrad.importers.blame.blame_trace` (one scorer, loaded once, for all), and its
+:class:`~agentgrad.blame.team.TraceVerdict` is appended to ``OUT/verdicts.jsonl`` at once, so an
+interrupted run resumes (``resume=True``) without redoing a finished trace. A trace that cannot be
+read or blamed (broken records, an error that is the trace's own) is recorded as ``malformed`` with
+its reason and the rest go on; a trace whose output gives the expected answer is ``succeeded``; one
+with no loss is ``unblamed``. At the end ``OUT/blame.json`` holds the team verdict
+(:func:`~agentgrad.blame.team.team_verdict`) and ``OUT/traces/`` the blamed traces, which the
+report shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from agentgrad.api import load_scorer, verbal_loss
+from agentgrad.blame.methods import DEFAULT_METHOD, canonical, needs_scorer
+from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict
+from agentgrad.core.files import NameRegistry, RunFiles, append_line, check_new_output
+from agentgrad.core.trace import Trace
+from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.importers.blame import TraceBlame, blame_trace
+from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read_book
+from agentgrad.importers.spans import import_file
+
+VERDICTS = "verdicts.jsonl"
+SETTINGS = "blame-set.json"
+
+
+@dataclass
+class BlameSet:
+    """The verdict of a set: one :class:`TraceVerdict` per trace (in the order read) and the team's."""
+
+    traces: list[TraceVerdict]
+    team: TeamVerdict
+    methods: list[str]
+    source: str = ""
+    out: Path | None = None
+    warnings: list[str] = field(default_factory=list)  # bad lines of the losses files, unknown ids, ...
+    resumed: int = 0  # traces found finished in verdicts.jsonl and not redone
+    seconds: float = 0.0
+
+    def by_status(self, status: str) -> list[TraceVerdict]:
+        return [t for t in self.traces if t.status == status]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "blame-set", "source": self.source, "methods": self.methods, "team": self.team.to_dict(),
+                "warnings": self.warnings, "resumed": self.resumed, "seconds": self.seconds,
+                "skipped": [{"trace": t.trace, "status": t.status, "reason": t.reason}
+                            for t in self.traces if t.status != "blamed"],
+                "blamed": [{"trace": t.trace, "file": t.file, "loss": t.loss, "wrong": t.wrong, "note": t.note,
+                            "methods": {m: {"agent": v.agent, "repair": v.repair, "node": v.node}
+                                        for m, v in t.methods.items()}}
+                           for t in self.traces if t.status == "blamed"]}
+
+
+def trace_files(source: Path, skip: list[Path] | None = None) -> list[Path]:
+    """The files of a source: the file itself, a run directory's ``traces/*.json``, or a folder's
+    files (not hidden, sorted by name; ``skip``: the losses files, when they lie in it)."""
+    if source.is_file():
+        return [source]
+    if not source.is_dir():
+        raise ConfigError(f"{source} does not exist; give a trace file, a folder of trace files or a run directory")
+    if (source / "traces").is_dir():
+        files = sorted(p for p in (source / "traces").glob("*.json") if p.is_file())
+    else:
+        gone = {p.resolve() for p in skip or []}
+        files = sorted(p for p in source.iterdir() if p.is_file() and not p.name.startswith(".")
+                       and p.resolve() not in gone)
+    if not files:
+        raise ConfigError(f"{source} holds no trace file (a folder of trace files, or a run directory with traces/)")
+    return files
+
+
+def _broken(path: Path, msg: str) -> tuple[str, str]:
+    """``(key, reason)`` of a broken record as the importers report it (``FILE:LINE: what`` or
+    ``FILE: trace ID: what``)."""
+    rest = msg[len(str(path)):] if msg.startswith(str(path)) else f": {msg}"
+    m = re.match(r":(\d+): ", rest)
+    if m:
+        return f"{path.name}:{m.group(1)}", rest[m.end():]
+    m = re.match(r": trace (\S+): ", rest)
+    if m:
+        return m.group(1), rest[m.end():]
+    return path.name, rest.lstrip(": ")
+
+
+def read_set(files: list[Path]) -> Iterator[tuple[str, Trace | None, str, str]]:
+    """``(key, trace, source file, why broken)`` for every trace of ``files``, file by file; a trace
+    that could not be imported comes with ``trace`` None and its reason. A key is the trace's id,
+    or ``FILE:ID`` where an earlier file of the set had that id already."""
+    seen: set[str] = set()
+    for p in files:
+        try:
+            res = import_file(p)
+        except ConfigError as e:
+            yield p.name, None, str(p), str(e)
+            continue
+        for msg in res.broken:
+            key, why = _broken(p, msg)
+            yield key, None, str(p), why
+        for t in res.traces:
+            key = t.id or p.stem
+            if key in seen:
+                key = f"{p.name}:{key}"
+            seen.add(key)
+            yield key, t, str(p), ""
+
+
+def book_of(value: Any, kind: str) -> LossBook | None:
+    """A losses or expected-answers book from a file path, a book, or a mapping ``{trace id: text}``
+    (for losses the text is the loss, or a dict with ``loss``, ``wrong``, ``expected``)."""
+    if value is None or isinstance(value, LossBook):
+        return value
+    if isinstance(value, Mapping):
+        book = LossBook(f"<{kind}>")
+        for n, (k, v) in enumerate(value.items(), 1):
+            d = dict(v) if isinstance(v, Mapping) else ({"expected": v} if kind == "expected" else {"loss": v})
+            book.by_trace[str(k)] = LossEntry(n, trace=str(k), **{f: (str(d[f]) if d.get(f) is not None else None)
+                                                                  for f in ("loss", "wrong", "expected")})
+        return book
+    return read_book(value, kind)
+
+
+@dataclass
+class _Plan:
+    status: str
+    reason: str = ""
+    loss: str | None = None
+    wrong: str | None = None
+    expected: str | None = None
+    note: str = ""
+
+
+def plan_loss(trace: Trace, key: str, books: list[LossBook], loss: str | None, wrong: str | None) -> _Plan:
+    """What to blame ``trace`` for: its entry of the first book that has one, else the default loss."""
+    entry = next((e for e in (b.find(trace, key) for b in books) if e is not None), None)
+    if entry is None:
+        if loss:
+            return _Plan("blamed", loss=loss, wrong=wrong)
+        return _Plan("unblamed", "no loss for it: neither its id nor its first input is in "
+                     + (" or ".join(b.source for b in books) or "any losses file") + " (and no default loss)")
+    if entry.loss:
+        return _Plan("blamed", loss=entry.loss, wrong=entry.wrong, expected=entry.expected)
+    calls = trace.calls()
+    c = check_answer(entry.expected or "", calls[-1].text if calls else "")
+    if c.success:
+        return _Plan("succeeded", c.note, expected=entry.expected)
+    return _Plan("blamed", loss=c.loss, wrong=c.wrong, expected=entry.expected, note=c.note)
+
+
+def method_verdicts(tb: TraceBlame) -> dict[str, MethodVerdict]:
+    """Each method's verdict of one blamed trace: its row (top entry, agents to repair), the top
+    score and the next node's, the agents of its blamed paths."""
+    out = {}
+    for row in tb.rows():
+        o = tb.outcomes[row["method"]]
+        top = o.ranking[0] if o.ranking else None
+        nxt = next((b for b in o.ranking if top is not None and b.node != top.node), None)
+        scores = [float(b.score) for b in (top, nxt) if b is not None]
+        out[row["method"]] = MethodVerdict(row["agent"], row["node"], row["kind"], list(row["repair"]), scores,
+                                           [list(t.agents) for t in o.trajectories])
+    return out
+
+
+def _done(files: RunFiles) -> dict[str, TraceVerdict]:
+    """The verdicts already in ``verdicts.jsonl`` (a line cut short by a kill is not one)."""
+    p = files.path(VERDICTS)
+    out: dict[str, TraceVerdict] = {}
+    if p.exists():
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                v = TraceVerdict.from_dict(json.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            out[v.trace] = v
+    return out
+
+
+def _settings(files: RunFiles, settings: dict[str, Any], resume: bool) -> None:
+    p = files.path(SETTINGS)
+    if resume and p.exists():
+        try:
+            old = json.loads(p.read_text(encoding="utf-8"))
+        except ValueError:
+            old = {}
+        diff = [k for k in ("methods", "seed", "top_k") if k in old and old[k] != settings[k]]
+        if diff:
+            raise ConfigError(f"{files.root} was blamed with {', '.join(f'{k}={old[k]}' for k in diff)}; resume "
+                              f"with the same, or write a new --out")
+    files.write_json(SETTINGS, data=settings)
+
+
+def blame_set(source: str | Path, losses: Any = None, expected: Any = None, methods: list[str] | None = None,
+              scorer: Any = None, out: str | Path | None = None, resume: bool = False, *, loss: str | None = None,
+              wrong: str | None = None, seed: int = 0, top_k: int = 1, judge: Any = None, overwrite: bool = False,
+              resamples: int = 2000, progress: Callable[[TraceVerdict, dict[str, int]], None] | None = None
+              ) -> BlameSet:
+    """Blame every trace of ``source`` and give the team-level verdict.
+
+    Args:
+        source: a file of traces (chat JSONL, OTLP JSON), a folder of trace files, or a run directory.
+        losses: a losses file (JSONL ``{"trace", "loss", "wrong"?, "expected"?}``), or a mapping
+            ``{trace id: loss}``.
+        expected: an expected-answers file (JSONL ``{"trace" or "input", "expected"}``), or a mapping
+            ``{trace id: expected answer}``; a trace whose final output gives it succeeded.
+        methods: blame methods (default: the default method and provenance).
+        scorer: a model value or a loaded scorer, loaded once, for the gradient methods.
+        out: the run directory (``verdicts.jsonl``, ``blame.json``, ``traces/``); None writes nothing.
+        resume: skip the traces ``out/verdicts.jsonl`` already holds.
+        loss, wrong: the default loss (and its wrong text) for the traces the files do not cover;
+            with no files, the loss of every trace.
+        overwrite: write into a non-empty ``out`` (its earlier verdicts are dropped).
+        progress: called after each trace with its verdict and the counts so far.
+
+    Returns:
+        a :class:`BlameSet`: ``.traces`` (the per-trace verdicts) and ``.team`` (the team verdict).
+    """
+    t0 = time.time()
+    src = Path(source)
+    names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD, "provenance"])))
+    books = [b for b in (book_of(losses, "losses"), book_of(expected, "expected")) if b is not None]
+    if not books and not (loss or "").strip():
+        raise ConfigError("nothing says what went wrong: give a losses file, an expected-answers file, or a loss")
+    inputs = [Path(v) for v in (losses, expected) if isinstance(v, (str, Path))]
+    files_in = trace_files(src, inputs)
+    sc = None
+    if any(needs_scorer(m) for m in names):
+        if scorer is None:
+            raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer "
+                              f"(--scorer smollm2, a folder or hub id); provenance, last, all and random need none")
+        sc = load_scorer(scorer)
+    files = None
+    done: dict[str, TraceVerdict] = {}
+    if out is not None:
+        out = Path(out)
+        check_new_output(out, overwrite or resume, "dir", protect=[src, *inputs])
+        files = RunFiles(out)
+        if resume and out.is_dir() and any(out.iterdir()) and not files.path(VERDICTS).exists():
+            raise ConfigError(f"--out {out} holds no blame of a set ({VERDICTS}) to resume; choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        files.clean_temporary()
+        if resume:
+            done = _done(files)
+        else:
+            files.write_text(VERDICTS, text="")
+        _settings(files, {"source": str(src), "methods": names, "seed": seed, "top_k": top_k,
+                          "loss": loss, "wrong": wrong, "losses": str(losses) if isinstance(losses, (str, Path)) else None,
+                          "expected": str(expected) if isinstance(expected, (str, Path)) else None}, resume)
+    registry = NameRegistry("trace")
+    verdicts: list[TraceVerdict] = []
+    counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "resumed": 0}
+    for key, trace, where, broken in read_set(files_in):
+        if key in done:
+            verdicts.append(done[key])
+            counts["resumed"] += 1
+            if done[key].file:
+                registry.claim(key)
+            continue
+        v = _blame_one(key, trace, where, broken, books, loss, wrong, names, sc, seed, top_k, judge)
+        if files is not None and v.status == "blamed" and trace is not None:
+            name = registry.claim(key)
+            files.write_json("traces", f"{name}.json", data=trace.to_dict())
+            v.file = f"traces/{name}.json"
+        if files is not None:
+            append_line(files.path(VERDICTS), json.dumps(v.to_dict(), ensure_ascii=False))
+        verdicts.append(v)
+        counts[v.status] += 1
+        if progress:
+            progress(v, counts)
+    warnings = [w for b in books for w in (*b.warnings, *b.unused())]
+    primary = DEFAULT_METHOD if DEFAULT_METHOD in names else names[0]
+    team = team_verdict(verdicts, names, primary, resamples=resamples, seed=seed)
+    result = BlameSet(verdicts, team, names, str(src), out, warnings, counts["resumed"], round(time.time() - t0, 2))
+    if files is not None:
+        files.write_json("blame.json", data=result.to_dict())
+    return result
+
+
+def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: list[LossBook], loss: str | None,
+               wrong: str | None, names: list[str], sc: Any, seed: int, top_k: int, judge: Any) -> TraceVerdict:
+    """One trace's verdict; an error that is the trace's own makes it ``malformed``, never a stop."""
+    t0 = time.time()
+    if trace is None:
+        return TraceVerdict(key, "malformed", reason=broken, source=where)
+    plan = plan_loss(trace, key, books, loss, wrong)
+    v = TraceVerdict(key, plan.status, reason=plan.reason, note=plan.note, source=where, loss=plan.loss,
+                     wrong=plan.wrong, expected=plan.expected)
+    if plan.status != "blamed":
+        return v
+    try:
+        try:
+            vl = verbal_loss(trace, plan.loss or "", wrong=plan.wrong, expected=plan.expected)
+        except ConfigError:
+            if not plan.wrong or not trace.calls():
+                raise
+            vl = verbal_loss(trace, plan.loss or "", expected=plan.expected)
+            v.wrong, v.note = None, (f"the wrong text {plan.wrong[:80]!r} is not in its final output: blamed on "
+                                     f"the whole answer")
+        tb = blame_trace(trace, vl, names, sc, seed, top_k, judge)
+    except (AgentgradError, ValueError, KeyError, IndexError, TypeError) as e:
+        return TraceVerdict(key, "malformed", reason=f"cannot be blamed: {e}", source=where, loss=plan.loss)
+    v.methods = method_verdicts(tb)
+    v.seconds = round(time.time() - t0, 3)
+    return v
+
+
+__all__ = ["BlameSet", "blame_set", "plan_loss", "read_set", "trace_files"]
