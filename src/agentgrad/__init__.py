@@ -27,9 +27,21 @@ from agentgrad.api import attribute, blame, load_model, load_scorer, load_system
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``ag.blame_set`` / ``ag.BlameSet``: blame a set of trace files (an application verb, in
+    :mod:`agentgrad.importers.blame_set`), imported on first use so that ``import agentgrad`` loads
+    no importer."""
+    if name in ("blame_set", "BlameSet"):
+        from agentgrad.importers.blame_set import BlameSet, blame_set
+
+        return {"blame_set": blame_set, "BlameSet": BlameSet}[name]
+    raise AttributeError(f"module 'agentgrad' has no attribute {name!r}")
+
+
 __all__ = [
-    "Attribution", "Trajectory", "VerbalLoss", "attribute", "blame", "load_model", "load_scorer", "load_system",
-    "optimize", "verbal_loss", "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
+    "Attribution", "Trajectory", "VerbalLoss", "attribute", "blame", "blame_set", "load_model", "load_scorer",
+    "load_system", "optimize", "verbal_loss", "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
     "GenerationSettings", "GraphError", "GraphSystem", "LanguageModel", "ModelError", "Node", "Output",
     "Prompt", "RegistryError", "RunError", "Span", "System", "Text", "Tool", "ToolCall", "Trace",
     "TraceError", "create_model", "current_trace", "list_backends", "register_backend",
