@@ -12,7 +12,8 @@ says *disagree*, with counts and 95% Wilson intervals.
 The planted and injected records keep each method's correctness, not the agent it named: two
 methods *agree* there when both name the truth (``agent_top1`` 1.0), *disagree* when exactly one
 does; when neither does the records cannot say, and the episode counts as an agreement (the
-assignment least favourable to the signal) and is counted apart (``unresolved``). The Who&When
+assignment least favourable to the signal) and is counted apart (``unresolved``); beside it, as a bound, the two accuracies were every
+unresolved episode a disagreement instead (the other extreme the records allow). The Who&When
 records keep each method's top pick, compared directly (:func:`agentgrad.blame.confidence.agrees`).
 
 ``--candidates`` prints, on the development parts, the runner-up candidates' gaps that chose
@@ -119,18 +120,23 @@ def split(eps: list[dict], method: str, partners: list[str]) -> dict | None:
     a partner is not recorded on every episode (or is the method itself)."""
     if not eps or method in partners or not all(m in e["methods"] for e in eps for m in [method, *partners]):
         return None
-    groups = {"agree": [], "disagree": []}
-    unresolved = 0
+    groups: dict[str, list[float]] = {"agree": [], "disagree": []}
+    moved: list[float] = []  # the unresolved ones (the default's credit on each)
     for e in eps:
         rel = [relation(e["methods"][method], e["methods"][p]) for p in partners]
         side = "disagree" if "disagree" in rel else "agree"
-        unresolved += side == "agree" and "unresolved" in rel
         groups[side].append(e["methods"][method]["right"])
-    out = {"n": len(eps), "unresolved": unresolved}
+        if side == "agree" and "unresolved" in rel:
+            moved.append(e["methods"][method]["right"])
+    out: dict = {"n": len(eps), "unresolved": len(moved)}
     for side, xs in groups.items():
         k = sum(xs)
         out[side] = {"n": len(xs), "right": round(k, 6), "accuracy": round(k / len(xs), 4) if xs else None,
                      "ci95": [round(x, 4) for x in wilson(k, len(xs))] if xs else None}
+    # the other extreme: every unresolved episode a disagreement (a bound, not the registered counting)
+    na, nd = len(groups["agree"]) - len(moved), len(groups["disagree"]) + len(moved)
+    ka, kd = sum(groups["agree"]) - sum(moved), sum(groups["disagree"]) + sum(moved)
+    out["bound"] = {"agree": round(ka / na, 4) if na else None, "disagree": round(kd / nd, 4) if nd else None}
     return out
 
 
@@ -145,6 +151,12 @@ def fmt(side: dict) -> str:
         return "- (n 0)"
     lo, hi = side["ci95"]
     return f"{side['accuracy']:.2f} [{lo:.2f}, {hi:.2f}] (n {side['n']})"
+
+
+def bound(s: dict) -> str:
+    if not s["unresolved"]:
+        return "(none)"
+    return " / ".join("-" if x is None else f"{x:.2f}" for x in (s["bound"]["agree"], s["bound"]["disagree"]))
 
 
 def gather(units: list, given: dict[str, Path], part: str | None) -> dict:
@@ -172,8 +184,9 @@ def table(given: dict[str, Path], part: str | None, runner_up: str | None) -> li
     for signal, what, [(partners, units)] in signals(runner_up):
         data = gather(units, given, part)
         print(f"\n### {signal}: the verdict agrees with {what}\n")
-        print("| benchmark | part | method | episodes | agree | disagree | unresolved (counted as agree) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| benchmark | part | method | episodes | agree | disagree | unresolved (counted as agree) "
+              "| were they disagreements: agree / disagree |")
+        print("|---|---|---|---|---|---|---|---|")
         for bench in BENCHMARKS:
             for p in ("development", "report"):
                 if (bench, p) not in data:
@@ -183,7 +196,8 @@ def table(given: dict[str, Path], part: str | None, runner_up: str | None) -> li
                 if s is None:
                     print(f"| {bench} | {p} | `{method}` | {len(eps)} | not recorded | | |")
                     continue
-                print(f"| {bench} | {p} | `{method}` | {s['n']} | {fmt(s['agree'])} | {fmt(s['disagree'])} | {s['unresolved']} |")
+                print(f"| {bench} | {p} | `{method}` | {s['n']} | {fmt(s['agree'])} | {fmt(s['disagree'])} | "
+                      f"{s['unresolved']} | {bound(s)} |")
                 rows.append({"signal": signal, "benchmark": bench, "part": p, "method": method, "partners": partners, **s})
     return rows
 
@@ -214,7 +228,8 @@ def package(rows: list[dict]) -> dict:
         out["signals"].setdefault(r["signal"], {"method": r["method"] if r["signal"] == "model-free" else BLEND,
                                                 "partners": r["partners"], "benchmarks": {}})
         out["signals"][r["signal"]]["benchmarks"][r["benchmark"]] = {
-            "method": r["method"], **{side: {k: r[side][k] for k in ("n", "accuracy", "ci95")} for side in ("agree", "disagree")}}
+            "method": r["method"], "unresolved": r["unresolved"], "bound": r["bound"],
+            **{side: {k: r[side][k] for k in ("n", "accuracy", "ci95")} for side in ("agree", "disagree")}}
     return out
 
 

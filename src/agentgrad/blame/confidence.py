@@ -117,13 +117,23 @@ def _scorer_method(names: list[str]) -> str | None:
                  and needs_scorer(m.split("@")[0])), None)
 
 
+def figure(bench: Mapping[str, Any], side: str) -> str:
+    """One benchmark's accuracy on one side, as a range where the records leave episodes unresolved
+    (both methods wrong: the same agent or not, the records cannot say): from the registered counting
+    (every unresolved episode an agreement) to the other extreme (every one a disagreement)."""
+    a = bench[side]["accuracy"]
+    other = (bench.get("bound") or {}).get(side) if bench.get("unresolved") else None
+    lo, hi = sorted((a, a if other is None else other))
+    return f"{lo:.2f}" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}"
+
+
 def meaning(signal: str, value: bool, figures: dict[str, Any], method: str | None = None) -> str:
     """The sentence that says what ``value`` of ``signal`` was measured to mean."""
     side, other = ("agree", "disagree") if value else ("disagree", "agree")
     benches = figures.get("benchmarks", {})
 
     def say(s: str) -> str:  # a benchmark measured with another method than the verdict's says which
-        return ", ".join(f"{b[s]['accuracy']:.2f} of {name} (n={b[s]['n']}"
+        return ", ".join(f"{figure(b, s)} of {name} (n={b[s]['n']}"
                          f"{'' if not method or b['method'] == method else ', with ' + b['method']})"
                          for name, b in benches.items() if b[s]["n"]) or "never measured"
 
@@ -166,4 +176,4 @@ def confidence_line(verdicts: Any, method: str | None = None) -> str:
     if c.value is None:
         return f"confidence: {c.meaning}"
     names = f"{c.method} and {c.partner}"
-    return f"confidence ({names}): {c.meaning}"
+    return f"confidence ({names}): {c.meaning} (docs/confidence.md)"
