@@ -102,7 +102,7 @@ def test_the_carry_test_takes_the_value_or_its_key_on_the_same_line():
     cue right before it (only spaces between, or on its line only spaces and punctuation)."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.blame.walk import _carried
+    from agentgrad.blame.follow import carried
 
     text = 'lamp: eager valley\nmuseum: blue island\n{"shop": "red fox"}\nkey:\nred fox'
     base = 100  # where the source's text starts in the rendered prompt
@@ -113,7 +113,7 @@ def test_the_carry_test_takes_the_value_or_its_key_on_the_same_line():
             at = text.index(word, at + 1)
         r = NS(offsets=[(base + at, base + at + len(word))], source_chars={1: [(base, base + len(text))]})
         ctx = NS(render=lambda node: r, trace=NS(nodes={1: NS(text=text)}))
-        return _carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, wrong)
+        return carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, wrong)
 
     blue = (text.index("blue island"), text.index("blue island") + len("blue island"))
     assert top("blue", "blue island") == blue  # inside the value
@@ -142,16 +142,16 @@ def test_the_carry_test_does_not_take_a_neighbouring_value_for_the_cue(text, pea
     from types import SimpleNamespace as NS
 
     from agentgrad.blame.facts import LINES
-    from agentgrad.blame.walk import _carried
+    from agentgrad.blame.follow import carried
 
     _cue_before = LINES.cue_before
 
     at = text.index(peak)
     r = NS(offsets=[(at, at + len(peak))], source_chars={1: [(0, len(text))]})
     ctx = NS(render=lambda node: r, trace=NS(nodes={1: NS(text=text)}))
-    assert _carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, wrong) is None
+    assert carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, wrong) is None
     w = text.index(wrong)
-    assert _carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, text[at:w] + wrong) is not None  # inside it
+    assert carried(ctx, NS(source=1, positions=[0], l1=[1.0]), 2, text[at:w] + wrong) is not None  # inside it
     assert _cue_before("key = value", 3, 6) and _cue_before("'key': 'value'", 4, 7) and _cue_before("a  b", 1, 3)
 
 
@@ -163,7 +163,7 @@ def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_t
     from types import SimpleNamespace as NS
 
     from agentgrad.blame.facts import LINES
-    from agentgrad.blame.walk import _carried, _fact_key
+    from agentgrad.blame.follow import carried, fact_key
 
     _held = LINES.held
 
@@ -171,9 +171,9 @@ def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_t
     nodes = {1: NS(text=echo), 2: NS(text=hal), 3: NS(text=out)}
     ctx = NS(trace=NS(nodes=nodes))
     region = ((out.index("unknown"), len(out)),)
-    assert _fact_key(ctx, 3, region, [1, 2]) == "animal"
-    assert _fact_key(ctx, 3, region, [2]) is None  # nobody upstream states "animal": any occurrence counts
-    assert _fact_key(ctx, 3, ((0, 5),), [1, 2]) is None  # "storm" itself is a key, not a value
+    assert fact_key(ctx, 3, region, [1, 2]) == "animal"
+    assert fact_key(ctx, 3, region, [2]) is None  # nobody upstream states "animal": any occurrence counts
+    assert fact_key(ctx, 3, ((0, 5),), [1, 2]) is None  # "storm" itself is a key, not a value
     assert _held(hal, "unknown", "animal") == [] and _held(hal, "unknown", None) == [(5, 12)]
     assert _held("animal: unknown\nref: unknown", "unknown", "ref") == [(21, 28)]
     assert _held("note: the animal: unknown", "unknown", "animal") == []  # the line's key is "note"
@@ -181,7 +181,7 @@ def test_a_value_is_the_same_fact_only_under_the_same_key_once_a_source_states_t
     r = NS(offsets=[(at, at + 7)], source_chars={2: [(0, len(hal))]})
     ctx = NS(render=lambda node: r, trace=NS(nodes=nodes))
     src = NS(source=2, positions=[0], l1=[1.0])
-    assert _carried(ctx, src, 3, "unknown") == (5, 12) and _carried(ctx, src, 3, "unknown", "animal") is None
+    assert carried(ctx, src, 3, "unknown") == (5, 12) and carried(ctx, src, 3, "unknown", "animal") is None
 
 
 @pytest.mark.parametrize("line, unit", [
@@ -550,7 +550,7 @@ def test_token_precision_by_hand_under_l1_and_abs_gxi():
     L1 peak is the key (a miss), the |g.e| peak a value token (a hit); the summary pairs the two."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.benchmarks.planted.bench import _token, token_precision
+    from agentgrad.benchmarks.planted.bench import token_precision, token_summary
 
     # source node 1's text "city: 15:30" sits at characters 100.. of the rendered call; its tokens
     # "city" (100-104), ":" (104-105), " 15" (105-108), ":30" (108-111); the corrupted value is "15:30" (6-11)
@@ -580,7 +580,7 @@ def test_token_precision_by_hand_under_l1_and_abs_gxi():
     # two episodes: L1 hits 0 and 1, |g.e| hits 1 and 1: +0.5 over L1, one won, none lost
     recs = [{"token": {"targeted": t}}, {"token": {"targeted": {"hit1": 1.0, "mass": 0.5,
                                                                 "abs_gxi": {"hit1": 1.0, "mass": 0.7}}}}]
-    s = _token(recs)["targeted"]
+    s = token_summary(recs)["targeted"]
     assert s["hit1"]["value"] == 0.5 and s["abs_gxi"]["hit1"]["value"] == 1.0 and s["abs_gxi"]["n"] == 2
     assert s["abs_gxi"]["mass"] == pytest.approx((4.0 / 4.6 + 0.7) / 2)
     d = s["abs_gxi"]["vs_l1"]
@@ -594,7 +594,7 @@ def test_word_scores_sum_a_words_tokens_and_the_longest_word_is_their_control():
     word score with that control and with its own peak content token."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.benchmarks.planted.bench import _token, _word_hit, token_precision, words_of
+    from agentgrad.benchmarks.planted.bench import token_precision, token_summary, word_hit, words_of
 
     toks = ["shop", ":", " giant", " ribbon", "\n", "storm", ":", " ", "1", "5", ":", "3", "0", "\n"]
     assert words_of(toks) == [0, 0, 1, 2, 3, 4, 4, 5, 6, 6, 6, 6, 6, 7]
@@ -611,13 +611,13 @@ def test_word_scores_sum_a_words_tokens_and_the_longest_word_is_their_control():
     assert t["abs_gxi_word"]["hit1"] == 0.0 and t["abs_gxi_content"]["hit1"] == 0.0
     assert t["longest_word"] == {"hit1": 1.0, "mass": 0.5}  # the value has two content tokens, the key one
     # a word wins by its sum, and it is a hit only where most of its content tokens are in the value
-    assert _word_hit([1.0, 1.0, 1.0], [True, False, False], ["a", "b", "c"])["hit1"] == 0.0
-    assert _word_hit([1.0, 1.0, 1.0], [True, True, False], ["a", "b", "c"])["hit1"] == 1.0
-    assert _word_hit([3.0, 0.0, 1.0, 1.0], [True, False, False, False], ["x", " y", "z", " w"])["hit1"] == 1.0
+    assert word_hit([1.0, 1.0, 1.0], [True, False, False], ["a", "b", "c"])["hit1"] == 0.0
+    assert word_hit([1.0, 1.0, 1.0], [True, True, False], ["a", "b", "c"])["hit1"] == 1.0
+    assert word_hit([3.0, 0.0, 1.0, 1.0], [True, False, False, False], ["x", " y", "z", " w"])["hit1"] == 1.0
     # the summary: l1_word 1, 1 against longest_word 1, 0 (+0.5, one won) and l1_content 0, 0 (+1.0, two won)
     other = {"hit1": 0.0, "mass": 0.2, "l1_content": {"hit1": 0.0, "mass": 0.2}, "l1_word": {"hit1": 1.0, "mass": 0.2},
              "longest_word": {"hit1": 0.0, "mass": 0.3}}
-    s = _token([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
+    s = token_summary([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
     assert s["l1_word"]["hit1"]["value"] == 1.0 and s["longest_word"]["hit1"]["value"] == 0.5
     assert (s["l1_word"]["vs_longest_word"]["diff"], s["l1_word"]["vs_longest_word"]["wins"]) == (0.5, 1)
     assert (s["l1_word"]["vs_content"]["diff"], s["l1_word"]["vs_content"]["wins"]) == (1.0, 2)
@@ -630,7 +630,7 @@ def test_value_word_skips_a_lines_key_and_its_control_is_the_longest_value_word(
     its control ``longest_value_word`` and with ``l1_word``. A sentence has no key."""
     from types import SimpleNamespace as NS
 
-    from agentgrad.benchmarks.planted.bench import _token, is_key, token_precision, value_groups, word_groups
+    from agentgrad.benchmarks.planted.bench import is_key, token_precision, token_summary, value_groups, word_groups
 
     toks = ["coin", ":", " calm", " valley", "\n", "bank", ":", " 1", "4", ":", "3", "0"]
     groups = word_groups(toks)
@@ -663,7 +663,7 @@ def test_value_word_skips_a_lines_key_and_its_control_is_the_longest_value_word(
     assert t["longest_word"]["hit1"] == 0.0 and t["longest_value_word"]["hit1"] == 0.0  # "14:30": four digits
     other = {"hit1": 0.0, "mass": 0.2, "l1_word": {"hit1": 1.0, "mass": 0.2}, "l1_value_word": {"hit1": 1.0, "mass": 0.2},
              "longest_word": {"hit1": 0.0, "mass": 0.3}, "longest_value_word": {"hit1": 1.0, "mass": 0.3}}
-    s = _token([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
+    s = token_summary([{"token": {"targeted": t}}, {"token": {"targeted": other}}])["targeted"]
     assert s["l1_value_word"]["hit1"]["value"] == 1.0 and s["longest_value_word"]["hit1"]["value"] == 0.5
     assert (s["l1_value_word"]["vs_longest_value_word"]["diff"], s["l1_value_word"]["vs_longest_value_word"]["wins"]) == (0.5, 1)
     assert (s["l1_value_word"]["vs_word"]["diff"], s["l1_value_word"]["vs_word"]["wins"]) == (0.5, 1)

@@ -3,6 +3,8 @@ fields), detected from the trace or chosen by the method's name, and named in th
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from agentgrad.benchmarks.planted import episodes as E
@@ -112,6 +114,24 @@ def test_the_default_method_uses_the_reader_of_a_json_or_prose_trace_and_says_wh
     out = blame_episode(DEFAULT_METHOD, t, loss, sc)
     assert out.reader == "prose" and out.to_dict()["reader"] == "prose" and out.blamed[0].agent == "dayer"
     assert blame_episode(f"{DEFAULT_METHOD}@lines", t, loss, sc).blamed[0].agent == "merger"
+
+
+def test_the_reader_is_detected_once_per_episode_for_every_target_and_the_outcome(tiny_llama, monkeypatch):
+    from transformers import AutoTokenizer
+
+    context, methods = (importlib.import_module(f"agentgrad.blame.{m}") for m in ("context", "methods"))
+    seen = []
+    monkeypatch.setattr(context, "detect_reader", lambda trace: seen.append(trace) or detect_reader(trace))
+    monkeypatch.setattr(methods, "detect_reader", lambda trace: pytest.fail("detected again for the outcome"))
+    t = Trace()
+    lookup = t.add(Node(id=-1, kind="tool", name="lookup", text="dist: 9 km\ncity: Oslo")).id
+    w = _call(t, "writer", [lookup], '{"city": "Oslo", "dist": "9 km"}')
+    w2 = _call(t, "copier", [w], '{"dist": "9 km"}')
+    spans = {n: [(t.nodes[n].text.index("9 km"), t.nodes[n].text.index("9 km") + 4)] for n in (w, w2)}
+    loss = VerbalLoss("the distance is wrong", [w2, w], spans=spans)  # two targets: two walks, two focused views
+    out = blame_episode(DEFAULT_METHOD, t, loss, PeakScorer(AutoTokenizer.from_pretrained(tiny_llama), {}))
+    assert out.reader == "json" and len(out.ranking) > 1
+    assert seen == [t]  # once for both walks and the outcome's name of it
 
 
 def test_agentgrad_blame_prints_the_reader_and_the_blame_json_names_it(tmp_path, capsys):

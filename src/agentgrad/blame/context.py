@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 from agentgrad.attribution.protocol import capabilities
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.blame.facts import FactReader, detect_reader
 from agentgrad.blame.judge import steps_of
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
@@ -86,6 +87,7 @@ class BlameContext:
         self._replayed: dict[tuple[int, int], tuple[bool, float, int]] = {}  # (node, sample) -> (right, seconds, generations)
         self._cache: dict[tuple, tuple[Any, float, int, int]] = {}  # key -> (value, seconds, backward, forward)
         self._render: dict[int, Any] = {}
+        self._reader: list[FactReader] = []  # the fact reader detected from the trace, once (see reader)
         self.walked: dict[int, list[int]] = {}
         self.objective = objective
 
@@ -99,7 +101,7 @@ class BlameContext:
     def _view(self, loss: VerbalLoss, objective: str) -> "BlameContext":
         ctx = BlameContext(self.trace, loss, self.scorer, self.seed, self.judge, self.top_k, self.replayer,
                            self.replays, self.meter, objective)
-        ctx._cache, ctx._render, ctx._replayed = self._cache, self._render, self._replayed
+        ctx._cache, ctx._render, ctx._replayed, ctx._reader = self._cache, self._render, self._replayed, self._reader
         return ctx
 
     @contextmanager
@@ -160,6 +162,14 @@ class BlameContext:
         """The whole-output attributions the methods computed (the paper's objective), in node order."""
         found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2] and len(k) == 3}
         return [found[n] for n in sorted(found)]
+
+    @property
+    def reader(self) -> FactReader:
+        """The fact reader of the trace's text (:func:`~agentgrad.blame.facts.detect_reader`), read once
+        per context (its views share it): what a method that reads facts uses unless told another."""
+        if not self._reader:
+            self._reader.append(detect_reader(self.trace))
+        return self._reader[0]
 
     @property
     def judge_requests(self) -> int:

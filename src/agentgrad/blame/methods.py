@@ -21,11 +21,11 @@ and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (`
   turn the final answer right is blamed (many generations; no scorer);
 - ``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
   ``step_by_step``, ``binary_search``, ``hybrid``;
-- ``provenance``: string provenance, no model at all (:func:`provenance`): from the loss target,
+- ``provenance``: string provenance, no model at all (:mod:`agentgrad.blame.provenance`): from the loss target,
   follow the sources whose text contains the wrong string (the latest holder first;
   ``provenance:earliest``: the earliest); blame where none does. The baseline every
   blame figure stands beside: a method that does not beat it has found nothing the text did not say;
-  ``provenance:key`` (:func:`key_provenance`) follows the *key* of the wrong value's ``key: value``
+  ``provenance:key`` (:func:`~agentgrad.blame.provenance.key_provenance`) follows the *key* of the wrong value's ``key: value``
   line instead of its text, and blames where that key's value first changed: what a string method
   can do on a log of ``key: value`` lines even where the value was rewritten; ``provenance:key:root``
   also counts the call that first states the key (none of its sources does) as a change;
@@ -52,17 +52,17 @@ from typing import Any, Callable
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
+from agentgrad.blame.facts import detect_reader, get_reader, occurrences
+from agentgrad.blame.follow import SUPPORTED
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
 from agentgrad.blame.priors import prior_methods
-from agentgrad.blame.facts import FactReader, detect_reader, get_reader, occurrences
+from agentgrad.blame.provenance import key_provenance, provenance
 from agentgrad.blame.rules import WALK_RULES
-from agentgrad.blame.walk import OBJECTIVES, RULES, SUPPORTED, walk, walk_topk
+from agentgrad.blame.walk import OBJECTIVES, RULES, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:blend"  # at or above carry on every planted family, both report seeds (docs/blame.md)
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
-
-
 
 
 def temporal(ctx: BlameContext) -> list[Blame]:
@@ -108,86 +108,6 @@ def temporal(ctx: BlameContext) -> list[Blame]:
     if outside:
         return [ctx.blame(outside[0], float("inf"))] + [ctx.blame(n, scores[n]) for n in ranked]
     return [ctx.blame(n, scores[n]) for n in ranked] or [ctx.blame(ctx.target, 1.0)]
-
-
-def provenance(ctx: BlameContext, earliest: bool = False) -> list[Blame]:
-    """String provenance, no model: walk back along the sources whose text holds the wrong string.
-
-    From the loss target, among a call's sources (the nodes whose text its messages hold) those
-    whose text contains the text the loss names as wrong (its span in the failing output) are the
-    holders; the walk moves to one of them (calls and tools before inputs; the latest in the trace
-    first, or with ``earliest`` the earliest: ``provenance:earliest``) and goes on. It stops at a
-    call none of whose sources holds the string (the call introduced it: blamed), or at a tool
-    (blamed itself); reaching an input (the string was in the task) blames the first call on the
-    path. Without a loss span there is nothing to match and the failing call is blamed. The rest
-    of the path follows, latest first, with falling scores.
-    """
-    wrong = ctx.wrong_text()
-    node = ctx.target
-    if wrong is None:
-        return [ctx.blame(node, 1.0)]
-    nodes, path = ctx.trace.nodes, [node]
-    ctx.walked = {}
-    while nodes[node].kind == "call":
-        holders = [s for s in dict.fromkeys(sp.source for sp in nodes[node].spans)
-                   if s not in path and wrong in nodes[s].text]
-        if not holders:
-            break
-        node = max(holders, key=lambda s: (nodes[s].kind != "input", -s if earliest else s))
-        ctx.walked[path[0]] = [node]
-        path.insert(0, node)
-    blamable = [n for n in path if nodes[n].kind in ("call", "tool")]
-    first = blamable[0]
-    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(reversed(blamable[1:]))]
-
-
-def key_provenance(ctx: BlameContext, root: bool = False, reader: FactReader | None = None) -> list[Blame]:
-    """Key provenance, no model: follow the key of the wrong value's line, and blame where its value changed.
-
-    The text the loss names as wrong (its span in the failing output) lies on a ``key: value`` line;
-    from the loss target the walk moves to the source that states the same key (calls and tools
-    before inputs, the latest in the trace first, as :func:`provenance`) and goes on to the roots,
-    reading each node's value for the key. The earliest call on the path whose value differs from
-    the value in the node it was followed to is blamed (where the key's value was first changed: a
-    later change rewrote it); with no change, the root as :func:`provenance` blames it (a tool itself,
-    else the first call on the path). It cannot tell a faithful rewrite (``14:30`` -> ``2:30 pm``)
-    from a wrong value, so on a log where the value is rewritten it blames the earliest rewrite.
-    Where the wrong text is on no ``key: value`` line it is :func:`provenance`. This is how far a
-    string method goes on the planted-fault benchmark's logs, whose messages are ``key: value``
-    lines; on free text it has no key to follow. ``root`` (``provenance:key:root``): a call at the
-    root of the path (it states the key, and none of its sources does) introduced the value, and
-    counts as its first change (a manager routing a key, ``drink: ask B``, to a worker that answers
-    ``unknown``: the manager is blamed, not the worker). ``reader``: where a key and its value are
-    (:mod:`agentgrad.blame.facts`; default: detected from the trace).
-    """
-    wrong = ctx.wrong_text()
-    node = ctx.target
-    if wrong is None:
-        return [ctx.blame(node, 1.0)]
-    nodes = ctx.trace.nodes
-    reader = reader or detect_reader(ctx.trace)
-    a, text = ctx.loss.spans[node][0][0], nodes[node].text
-    key = reader.key_at(text, ((a, a),))
-    if key is None:
-        return provenance(ctx)
-    path, values = [node], {node: reader.key_value(text, key)}
-    ctx.walked = {}
-    while nodes[node].kind == "call":
-        holders = [s for s in dict.fromkeys(sp.source for sp in nodes[node].spans)
-                   if s not in path and reader.key_value(nodes[s].text, key) is not None]
-        if not holders:
-            break
-        node = max(holders, key=lambda s: (nodes[s].kind != "input", s))
-        values[node] = reader.key_value(nodes[node].text, key)
-        ctx.walked[path[0]] = [node]
-        path.insert(0, node)
-    changed = [n for prev, n in zip(path, path[1:]) if values[n] != values[prev] and nodes[n].kind == "call"]
-    if root and nodes[path[0]].kind == "call":
-        changed.insert(0, path[0])
-    blamable = [n for n in path if nodes[n].kind in ("call", "tool")]
-    first = changed[0] if changed else blamable[0]
-    return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1))
-                                      for i, n in enumerate(n for n in reversed(blamable) if n != first)]
 
 
 def replay(ctx: BlameContext) -> list[Blame]:
@@ -336,12 +256,13 @@ def with_reader(name: str, reader: str) -> str:
 
 def fact_reader(name: str, trace: Any) -> str | None:
     """The fact reader (:mod:`agentgrad.blame.facts`) that method ``name`` reads ``trace`` with: the one
-    its name chooses (``NAME@READER``), else the one detected from the trace; None for a method that
-    reads no facts."""
+    its name chooses (``NAME@READER``), else the one detected from the trace (given a
+    :class:`BlameContext` for ``trace``, the one it detected: :attr:`BlameContext.reader`); None for a
+    method that reads no facts."""
     base, _, reader = canonical(name).partition("@")
     if base not in _READS_FACTS:
         return None
-    return reader or detect_reader(trace).name
+    return reader or (trace.reader if isinstance(trace, BlameContext) else detect_reader(trace)).name
 
 
 def edge_rule(name: str) -> str:

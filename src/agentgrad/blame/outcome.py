@@ -133,4 +133,4 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
                 parents[b].append(a)
     nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
     return BlameOutcome(name, ranking, blamed, prompt_agents(trace, blamed),
-                        [trajectory(nodes, p, loss) for p in paths], parents, fact_reader(name, trace))
+                        [trajectory(nodes, p, loss) for p in paths], parents, fact_reader(name, ctx))
