@@ -26,7 +26,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentgrad.errors import RunError
+from agentgrad.errors import ConfigError, RunError
 
 _SAFE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 _TMP = re.compile(r"^\..+\.\d+\.\d+\.tmp$")  # what write_atomic leaves behind when killed
@@ -170,22 +170,52 @@ def check_new_output(out: Path, overwrite: bool, kind: str = "file", protect: li
         raise RunError(f"--out {out} is not empty; pass --overwrite to write into it, or choose another --out")
 
 
-def read_text(path: str | os.PathLike, what: str = "file", error: type[Exception] | None = None) -> str:
-    """A UTF-8 text file's content, or a one-line error (``error``, default ConfigError) saying why not."""
-    from agentgrad.errors import ConfigError
+# The first bytes of binary files a user may hand over by mistake, named in the one-line error.
+_MAGIC = ((b"\x1f\x8b", "a gzip archive"), (b"PK\x03\x04", "a zip archive"), (b"\x89PNG", "a PNG image"),
+          (b"%PDF", "a PDF document"), (b"\xff\xd8\xff", "a JPEG image"), (b"SQLite format 3\x00", "an SQLite database"),
+          (b"GGUF", "a GGUF model file"), (b"\x7fELF", "an executable"), (b"BZh", "a bzip2 archive"),
+          (b"\xfd7zXZ", "an xz archive"), (b"\x28\xb5\x2f\xfd", "a zstd archive"))
 
+
+def _binary_kind(head: bytes) -> str | None:
+    """What a file's first bytes say it is when it is not text (None: it may be text)."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    if b"\x00" in head:  # no text file holds a NUL byte (UTF-16 aside, which is not what the formats are)
+        return "binary data"
+    return None
+
+
+def read_text(path: str | os.PathLike, what: str = "file", error: type[Exception] | None = None,
+              expected: str | None = None) -> str:
+    """A UTF-8 text file's content, or a one-line error (``error``, default ConfigError) saying why not.
+
+    ``what`` names the file in the message ("trace file"; "" for the bare path). With ``expected``
+    (what a user's file should hold: "chat JSONL", ...) an empty or binary file is refused too, and
+    the message says what the file is and what was expected.
+    """
     err = error or ConfigError
     p = Path(path)
+    name = f"{what} {p}" if what else str(p)
+    give, not_it = (f"; give {expected}", f", so it is not {expected}") if expected else ("", "")
     try:
         data = p.read_bytes()
     except FileNotFoundError:
-        raise err(f"{what} {p} does not exist") from None
+        raise err(f"{name} does not exist{give}") from None
     except IsADirectoryError:
-        raise err(f"{what} {p} is a directory, not a file") from None
+        raise err(f"{name} is a directory, not a file{give}") from None
     except OSError as e:
-        raise err(f"cannot read {what} {p}: {e.strerror}") from None
+        raise err(f"cannot read {name}: {e.strerror or e}") from None
+    if expected is not None:
+        if not data.strip():
+            raise err(f"{name} is empty ({'0 bytes' if not data else 'only whitespace'}){not_it}")
+        kind = _binary_kind(data[:65536])
+        if kind is not None:
+            raise err(f"{name} is {kind} (not UTF-8 text){not_it}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise err(f"{what} {p} is not UTF-8 text (byte {e.start}, line {line}); save it as UTF-8") from None
+        raise err(f"{name} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}, line {line})"
+                  f"{not_it}; save it as UTF-8") from None
