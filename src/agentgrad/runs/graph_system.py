@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from agentgrad.core.config import SystemConfig
 from agentgrad.core.agent import Agent, Prompt
 from agentgrad.core.system import System
-from agentgrad.errors import GraphError
+from agentgrad.core.tools import Tool
+from agentgrad.errors import ConfigError, GraphError
 from agentgrad.core.model import GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model
+
+
+def build_agents(cfg: SystemConfig, models: dict[str, LanguageModel],
+                 tools_for: Callable[[str], list[Tool]] = lambda name: [],
+                 order: list[str] | None = None) -> dict[str, Agent]:
+    """One :class:`Agent` per entry of ``cfg.agents`` (in ``order``, default the configuration's), on
+    its model with its generation settings and the tools ``tools_for(name)`` gives: the one place
+    agents are built from a configuration."""
+    agents = {}
+    for name in order if order is not None else list(cfg.agents):
+        spec = cfg.agents[name]
+        if spec.model not in models:
+            raise ConfigError(f"agent {name!r} uses model {spec.model!r}, which is not defined under models "
+                              f"(defined: {', '.join(models) or 'none'})")
+        settings = GenerationSettings.model_validate(cfg.settings.model_dump() | spec.settings)
+        agents[name] = Agent(name, Prompt(spec.prompt, tuple(spec.protected)), models[spec.model], tools_for(name),
+                             settings, spec.template, spec.max_tool_rounds, spec.model, spec.parallel_tool_calls)
+    return agents
 
 
 def topological_levels(cfg: SystemConfig) -> list[list[str]]:
@@ -84,20 +103,7 @@ class GraphSystem(System):
         if models is None:
             models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in cfg.models.items()}
         self.models = models
-        self.nodes: dict[str, Agent] = {}
-        for n in order:
-            spec = cfg.agents[n]
-            settings = GenerationSettings.model_validate(cfg.settings.model_dump() | spec.settings)
-            self.nodes[n] = Agent(
-                name=n,
-                prompt=Prompt(spec.prompt, tuple(spec.protected)),
-                model=models[spec.model],
-                settings=settings,
-                template=spec.template,
-                max_tool_rounds=spec.max_tool_rounds,
-                model_ref=spec.model,
-                parallel_tool_calls=spec.parallel_tool_calls,
-            )
+        self.nodes: dict[str, Agent] = build_agents(cfg, models, order=order)
 
     def input_names(self) -> list[str]:
         return list(self.cfg.inputs)
