@@ -12,8 +12,9 @@ says *disagree*, with counts and 95% Wilson intervals.
 The planted and injected records keep each method's correctness, not the agent it named: two
 methods *agree* there when both name the truth (``agent_top1`` 1.0), *disagree* when exactly one
 does; when neither does the records cannot say, and the episode counts as an agreement (the
-assignment least favourable to the signal) and is counted apart (``unresolved``); beside it, as a bound, the two accuracies were every
-unresolved episode a disagreement instead (the other extreme the records allow). The Who&When
+assignment least favourable to the signal) and is counted apart (``unresolved``); beside it, as a
+bound, the two accuracies were every unresolved episode a disagreement instead (the other extreme
+the records allow). The Who&When
 records keep each method's top pick, compared directly (:func:`agentgrad.blame.confidence.agrees`).
 
 ``--candidates`` prints, on the development parts, the runner-up candidates' gaps that chose
@@ -165,7 +166,7 @@ def gather(units: list, given: dict[str, Path], part: str | None) -> dict:
     for bench, p, kind, method, names in units:
         if part and p != part or not all(n in given for n in names):
             continue
-        m, eps = out.setdefault((bench, p), (method, []))
+        _, eps = out.setdefault((bench, p), (method, []))
         eps.extend(episodes(kind, [given[n] for n in names]))
     return out
 
@@ -253,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
         candidates(given)
         return
     missing = sorted(known - set(given))
+    if a.write_package and (a.part or missing):
+        sys.exit("confidence_table: --write-package takes every record the pre-registration names, both parts")
     if missing:
         print(f"(not given, so their units are left out: {', '.join(missing)})")
     rows = table(given, a.part, RUNNER_UP)
@@ -260,8 +263,6 @@ def main(argv: list[str] | None = None) -> None:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"runner_up": RUNNER_UP, "rows": rows}, indent=1) + "\n", encoding="utf-8")
     if a.write_package:
-        if a.part or missing:
-            sys.exit("confidence_table: --write-package takes every record and both parts")
         PACKAGE_FILE.write_text(json.dumps(package(rows), indent=1) + "\n", encoding="utf-8")
 
 

@@ -69,6 +69,8 @@ def test_the_signal_and_its_meaning_hand_worked():
     assert "0.90 of planted (n=10, with gbc:max_l1:targeted:follow)" in c.meaning
     none = confidence({"random": "a"}, figures=f)
     assert none.signal == "none" and none.value is None
+    assert confidence({BLEND: [], "provenance": "a"}, figures=f).signal == "none"  # the verdict named nobody
+    assert confidence({"nomethod:x": "a", "provenance": "a", "last": "b"}, figures=f).signal == "model-free"
     with pytest.raises(ConfigError):
         confidence([{"agent": "a"}], figures=f)
 

@@ -13,10 +13,9 @@ they disagree, on the report parts of the planted-fault, injected-fault and Who&
 file ``confidence.json``, written by ``python benchmarks/confidence_table.py --write-package`` from
 the committed records; nothing here is asserted by hand.
 
-    >>> c = confidence({"gbc:max_l1:targeted:blend": ["reader"], "provenance": ["reader"]})
-    >>> c.signal, c.value
-    ('agree', True)
-    >>> print(confidence_line(outcomes))    # one line for a printed verdict
+    c = confidence({"gbc:max_l1:targeted:blend": ["reader"], "provenance": ["reader"]})
+    c.signal, c.value                      # ('agree', True)
+    print(confidence_line(trace_blame.outcomes))   # one line for a printed verdict
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from agentgrad.errors import ConfigError
+from agentgrad.errors import ConfigError, RegistryError
 
 PACKAGE_FILE = Path(__file__).with_name("confidence.json")
 PARTNERS = {"agree": "provenance", "model-free": "last"}
@@ -111,10 +110,16 @@ def measured(path: Path = PACKAGE_FILE) -> dict[str, Any]:
 
 
 def _scorer_method(names: list[str]) -> str | None:
+    """The first of ``names`` that reads a scorer (a name outside the registry reads none)."""
     from agentgrad.blame.methods import needs_scorer
 
-    return next((m for m in names if m.split("@")[0].split(":")[0] in ("gbc", "occlusion", "temporal")
-                 and needs_scorer(m.split("@")[0])), None)
+    def reads(m: str) -> bool:
+        try:
+            return needs_scorer(m)
+        except RegistryError:
+            return False
+
+    return next((m for m in names if reads(m)), None)
 
 
 def figure(bench: Mapping[str, Any], side: str) -> str:
@@ -165,6 +170,8 @@ def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str
     else:
         return Confidence("none", None, method or scorer, None,
                           "no confidence: it needs a scorer method and provenance, or provenance and last")
+    if not tops[mine]:
+        return Confidence("none", None, mine, partner, f"no confidence: {mine} named no agent")
     value = agrees(tops[mine], tops[partner])
     f = figs.get("signals", {}).get(signal, {})
     return Confidence(signal, value, mine, partner, meaning(signal, value, f, mine), f.get("benchmarks", {}))
