@@ -17,7 +17,9 @@
   trajectories);
 - :mod:`agentgrad.blame.judge`: the LLM-judge protocols;
 - :mod:`agentgrad.blame.credit`: an episode's score split over the nodes that produced it (conserved),
-  along the same kept edges.
+  along the same kept edges;
+- :mod:`agentgrad.blame.confidence`: how far to trust one trace's verdict (whether the scorer method
+  and ``provenance`` agree), with the accuracy that agreement was measured to carry (docs/confidence.md).
 
 The benchmarks that measure these methods are :mod:`agentgrad.benchmarks.planted` and
 :mod:`agentgrad.benchmarks.whowhen`. Nothing is imported here.
