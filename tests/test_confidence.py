@@ -122,6 +122,11 @@ def test_the_package_file_and_the_committed_table_are_what_the_script_computes_f
     assert mod.package(rows) == json.loads(PACKAGE_FILE.read_text(encoding="utf-8"))
     committed = json.loads((ROOT / "records" / "confidence" / "confidence-table.json").read_text(encoding="utf-8"))
     assert committed == {"runner_up": mod.RUNNER_UP, "rows": rows}
+    # every unresolved episode is a plain miss of the verdict (no tie credit): the two countings bound the truth
+    for units, partner in ((mod.SCORED, "provenance"), (mod.SCORED, mod.RUNNER_UP), (mod.FREE, "last")):
+        for method, eps in mod.gather(units, given, None).values():
+            assert all(e["methods"][method]["right"] == 0.0 for e in eps if partner != method and partner in e["methods"]
+                       and mod.relation(e["methods"][method], e["methods"][partner]) == "unresolved")
     parts = {(r["benchmark"], r["part"]) for r in rows if r["signal"] == "agree"}
     assert ("injected faults", "report") in parts and ("Who&When, algorithm", "report") in parts
 
