@@ -38,17 +38,16 @@ AGGREGATES: dict[str, Callable[[list[float]], float]] = {
 
 
 def dump(seed: int, episodes: int, out: Path, fault: str, topologies: list[str] | None = None, style: str = "lines") -> None:
-    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.attribution.factory import make_scorer
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import carrying_source
     from agentgrad.blame.context import BlameContext
-    from agentgrad.cli.blame import resolve_scorer
 
     topologies = topologies or list(E.TOPOLOGIES)
     if bad := [t for t in topologies if t not in E.TOPOLOGIES]:
         sys.exit(f"token_candidates: unknown topology {bad[0]!r}; valid: {', '.join(E.TOPOLOGIES)}")
     with out.open("x", encoding="utf-8") as f:  # a new file, before the model is loaded
-        sc = Scorer(str(resolve_scorer("smollm2")), device="cpu", on_too_long="skip")
+        sc = make_scorer("smollm2", device="cpu", on_too_long="skip")
         for topo in topologies:
             for i in range(episodes):
                 ep = E.generate(topo, fault, seed * 1_000_003 + i, "eval", style=style)  # as bench blame draws them

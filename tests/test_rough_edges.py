@@ -138,7 +138,7 @@ def test_every_resume_hint_is_true_where_it_is_printed(demo_run, tmp_path, capsy
 def test_a_benchmark_optimisation_is_resumed_where_the_hint_says(tmp_path):
     """bench taubench/multiwoz optimize keep their events under train/ and eval/: such a folder is a
     run that --resume continues (it was refused: "no events.jsonl"); another folder is not."""
-    from agentgrad.cli._common import _check_new_run
+    from agentgrad.cli.options import check_new_run
     from agentgrad.errors import RunError
 
     out = tmp_path / "opt"
@@ -147,14 +147,14 @@ def test_a_benchmark_optimisation_is_resumed_where_the_hint_says(tmp_path):
                                                 + json.dumps({"event": "sample", "sample": "0"}) + "\n")
     (out / "train" / "attribution" / "0.json").write_text("{}")
     with pytest.raises(RunError, match="pass --resume to continue it"):
-        _check_new_run(out, False)
-    _check_new_run(out, True)  # the hint, followed
+        check_new_run(out, False)
+    check_new_run(out, True)  # the hint, followed
     other = tmp_path / "other"
     other.mkdir()
     (other / "x.txt").write_text("x")
     for resume in (False, True):
         with pytest.raises(RunError, match="holds no agentgrad run") as e:
-            _check_new_run(other, resume)
+            check_new_run(other, resume)
         assert "--resume" not in str(e.value)
 
 

@@ -48,18 +48,12 @@ def load_system(path: str | Path, model: LanguageModel | str | None = None) -> A
 
 
 def load_scorer(model: Any, **options: Any) -> Any:
-    """A white-box scorer: from a loaded local model (its weights are shared, not loaded again), a
-    model value, or a Scorer (returned as it is)."""
-    from agentgrad.attribution.scorer import Scorer
-    from agentgrad.models.hf import HFModel
+    """A white-box scorer from a loaded local model (its weights are shared, not loaded again), a model
+    value (smollm2, a folder or hub id, gguf:FILE, tiny), or a scorer (returned as it is); ``options``:
+    ``device``, ``dtype`` and the Scorer's (:func:`agentgrad.attribution.factory.make_scorer`)."""
+    from agentgrad.attribution.factory import make_scorer
 
-    if isinstance(model, Scorer):
-        return model
-    if isinstance(model, HFModel):
-        return Scorer.from_model(model, **options)
-    if isinstance(model, str):
-        return Scorer(model, **options)
-    raise ConfigError(f"a scorer needs a local white-box model (smollm2, a folder, gguf:FILE), not {type(model).__name__}")
+    return make_scorer(model, **options)
 
 
 def attribute(trace: Trace, scorer: Any) -> Attribution:

@@ -134,7 +134,7 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     """
     from agentgrad.blame.methods import canonical
     from agentgrad.core.files import RunFiles
-    from agentgrad.optim.run import build_scorer
+    from agentgrad.attribution.factory import make_scorer
     from agentgrad.optim.trainer import Trainer
     from agentgrad.runs.rundir import RunDir
 
@@ -146,8 +146,8 @@ def train_then_evaluate(task: Any, models: dict[str, LanguageModel], out: Path, 
     train_dir.started(digest)
     train_dir.write_config(config | {"method": method, "scorer": scorer, "optimizer": optimizer,
                                      "optimizer_kind": optimizer_kind})
-    sc = build_scorer(models, scorer, "default", hint="give --scorer PATH_OR_ID, a white-box model to attribute with",
-                      on_too_long="skip")
+    sc = make_scorer(scorer or models.get("default"), on_too_long="skip",
+                     hint="give --scorer PATH_OR_ID, a white-box model to attribute with")
     trainer = Trainer(task, sc, optim, trainer_cfg, train_dir, method, 1,
                       16, digest, on_event, concurrency)
     final = trainer.fit()

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from agentgrad.cli import blame as _blame  # noqa: F401  (registers bench blame)
+from agentgrad.cli import bench as _bench  # noqa: F401  (registers bench blame, whowhen, ablation, inject)
 from agentgrad.cli import blame_trace as _blame_trace  # noqa: F401  (registers blame)
 from agentgrad.cli import core as _core  # noqa: F401  (registers run, attribute, optimize, demo, ...)
 from agentgrad.cli import importing as _importing  # noqa: F401  (registers import)
@@ -32,7 +32,6 @@ from agentgrad.cli.testing import testing_app
 from agentgrad.errors import AgentgradError
 from agentgrad.core.redact import redact_text
 
-testing_app.command("blame-model")(_blame.blame_model_command)
 bench_app.add_typer(taubench_app, name="taubench")
 bench_app.add_typer(multiwoz_app, name="multiwoz")
 app.add_typer(data_app, name="data")

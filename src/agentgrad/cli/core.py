@@ -12,7 +12,8 @@ import typer
 from rich.table import Table
 
 from agentgrad.blame.methods import DEFAULT_METHOD
-from agentgrad.cli._common import TRACE_FILE, _progress, app, check_user_file, console, err_console, trace_app
+from agentgrad.cli._common import app, console, err_console, progress_bar, trace_app
+from agentgrad.cli.options import DEVICE, DTYPE, TRACE_FILE, check_user_file
 from agentgrad.errors import ConfigError
 
 @app.command()
@@ -46,7 +47,7 @@ def run(
                     "system configuration or models")
     run_dir.write_config(resolved)
     plan, done = plan_inputs(examples, run_dir)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("episodes", total=len(plan), completed=len(done))
         summary = asyncio.run(
             run_inputs(sys_, examples, run_dir, concurrency, on_progress=lambda i, s: progress.advance(task))
@@ -77,8 +78,8 @@ def attribute(
                                "(gbc:W:OBJ:RULE, occlusion:..., temporal, random, all, last) or an alias (mean_l1, ...); "
                                "the kept edges are the top-k by its weight (docs/blame.md)."),
     out: Path = typer.Option(..., "--out", help="Output JSON (a trace) or directory (a run directory)."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call."),
     seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
     naive: bool = typer.Option(False, "--naive", help="Reference path: no prefix cache."),
@@ -93,8 +94,8 @@ def attribute(
     resume: bool = typer.Option(False, "--resume", help="Continue: keep the attribution files already in --out."),
 ) -> None:
     """Connection weights of every call in a trace (GBC), and the kept edges."""
+    from agentgrad.attribution.factory import make_scorer, scorer_path
     from agentgrad.attribution.io import attribute_trace_files, trace_files
-    from agentgrad.attribution.scorer import Scorer
     from agentgrad.blame.methods import edge_rule
     from agentgrad.core.trace import Trace
 
@@ -124,15 +125,15 @@ def attribute(
     if distributed:
         from agentgrad.attribution.distributed import attribute_on_ray
 
-        with _progress() as progress:
+        with progress_bar() as progress:
             task = progress.add_task(f"traces on {workers} scorer(s)", total=len(files))
-            done = attribute_on_ray(files, outs, dict(kwargs, path=scorer), method, top_k, seed, workers, ray_address,
-                                    on_trace=lambda f, rec: progress.advance(task), weight=weight)
+            done = attribute_on_ray(files, outs, dict(kwargs, path=scorer_path(scorer)), method, top_k, seed, workers,
+                                    ray_address, on_trace=lambda f, rec: progress.advance(task), weight=weight)
         console.print(f"attributed {n_calls} call nodes in {done} trace(s) on {workers} Ray worker(s) -> {out}")
         return
     with console.status(f"loading scorer {scorer}"):
-        sc = Scorer(scorer, **kwargs)
-    with _progress() as progress:
+        sc = make_scorer(scorer, **kwargs)
+    with progress_bar() as progress:
         task = progress.add_task("call nodes", total=n_calls)
         attribute_trace_files(sc, files, outs, method, top_k, seed, on_node=lambda r: progress.advance(task),
                               weight=weight)

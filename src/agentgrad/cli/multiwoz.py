@@ -7,9 +7,10 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
-                                  _TAU_MODEL, _TAU_PROMPTS, _WOZ_N, _WOZ_SEED, _WOZ_SYSTEM, _check_new_run, _dialogue_progress, check_user_file,
-                                  _open_run, _print_woz_metrics, _training_printer, console)
+from agentgrad.cli._common import console, dialogue_progress, open_run, print_woz_metrics, training_printer
+from agentgrad.cli.options import (CONCURRENCY, DATA_DIR, METHOD, OPTIMIZER, OPTIMIZER_KIND, RESUME_RUN, SCORER, TAU_MODEL,
+                                   TAU_PROMPTS, WOZ_N, WOZ_SEED, WOZ_SYSTEM, check_new_run, check_optimizer_kind,
+                                   check_user_file)
 from agentgrad.errors import ConfigError
 
 multiwoz_app = typer.Typer(help="MultiWOZ: task-oriented dialogue over five domains.", no_args_is_help=True)
@@ -19,15 +20,15 @@ data_app = typer.Typer(help="Benchmark data.", no_args_is_help=True)
 @multiwoz_app.command("evaluate")
 def multiwoz_evaluate(
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
-    system: str = _WOZ_SYSTEM,
-    prompts: Optional[Path] = _TAU_PROMPTS,
-    model: list[str] = _TAU_MODEL,
-    n: int = _WOZ_N,
-    seed: int = _WOZ_SEED,
+    system: str = WOZ_SYSTEM,
+    prompts: Optional[Path] = TAU_PROMPTS,
+    model: list[str] = TAU_MODEL,
+    n: int = WOZ_N,
+    seed: int = WOZ_SEED,
     split: str = typer.Option("test", "--split", help="test or val."),
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
-    concurrency: int = _CONCURRENCY,
-    data_dir: Optional[Path] = _DATA_DIR,
+    concurrency: int = CONCURRENCY,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """Run a system over sampled dialogues; print Inform, Success, JGA and slot recall/precision/F1."""
     from agentgrad.benchmarks.multiwoz.run import WozOptions, WozSetup, evaluate
@@ -37,11 +38,11 @@ def multiwoz_evaluate(
     with console.status("loading data and models"):
         setup = WozSetup(opts)
         total = len(setup.dialogues())
-    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "multiwoz", "options": opts.__dict__})
-    progress, on_dialogue = _dialogue_progress(total)
+    run_dir = open_run(out, resume, opts.digest(), {"benchmark": "multiwoz", "options": opts.__dict__})
+    progress, on_dialogue = dialogue_progress(total)
     with progress:
         metrics = evaluate(setup, run_dir, on_dialogue, concurrency=concurrency)
-    _print_woz_metrics(metrics)
+    print_woz_metrics(metrics)
     console.print(f"run directory: {out} (metrics.json, predictions.json, events.jsonl, traces/)")
 
 
@@ -54,7 +55,7 @@ def multiwoz_score(
     domains: str = typer.Option("file", "--domains", help="Active domains: file (the file's when every turn has "
                                 "them, else estimated from the states, as the standard evaluator does), states "
                                 "(always estimated) or slots (from the placeholders' domains: add_slot_domains.py)."),
-    data_dir: Optional[Path] = _DATA_DIR,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """Score a predictions file without running anything: Inform, Success, JGA and slot figures."""
     from agentgrad.benchmarks.multiwoz.score import score_file
@@ -65,7 +66,7 @@ def multiwoz_score(
         check_new_output(out, overwrite, "dir")
     with console.status("scoring"):
         metrics, records = score_file(file, str(data_dir) if data_dir else None, domains)
-    _print_woz_metrics(metrics)
+    print_woz_metrics(metrics)
     if metrics["states"] != "predicted":
         console.print(f"Inform and Success read the {metrics['states']}; no state figures")
     if metrics["short_dialogues"]:
@@ -82,48 +83,48 @@ def multiwoz_score(
 @multiwoz_app.command("optimize")
 def multiwoz_optimize(
     out: Path = typer.Option(..., "--out", help="Run directory to write (train/ and eval/)."),
-    system: str = _WOZ_SYSTEM,
-    prompts: Optional[Path] = _TAU_PROMPTS,
-    model: list[str] = _TAU_MODEL,
-    method: str = _METHOD,
+    system: str = WOZ_SYSTEM,
+    prompts: Optional[Path] = TAU_PROMPTS,
+    model: list[str] = TAU_MODEL,
+    method: str = METHOD,
     samples: int = typer.Option(30, "--samples", min=1, help="Validation dialogues trained on (the paper: 30)."),
     step_every: int = typer.Option(3, "--step-every", min=1, help="An optimizer step every N dialogues (the paper: 3)."),
     train_seed: int = typer.Option(0, "--train-seed", help="Which training dialogues are sampled."),
-    scorer: Optional[str] = _SCORER,
-    optimizer: Optional[str] = _OPTIMIZER,
-    optimizer_kind: str = _OPTIMIZER_KIND,
-    n: int = _WOZ_N,
-    seed: int = _WOZ_SEED,
-    resume: bool = _RESUME_RUN,
-    concurrency: int = _CONCURRENCY,
-    data_dir: Optional[Path] = _DATA_DIR,
+    scorer: Optional[str] = SCORER,
+    optimizer: Optional[str] = OPTIMIZER,
+    optimizer_kind: str = OPTIMIZER_KIND,
+    n: int = WOZ_N,
+    seed: int = WOZ_SEED,
+    resume: bool = RESUME_RUN,
+    concurrency: int = CONCURRENCY,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """The paper's protocol: train on validation dialogues (a step every 3), then evaluate on the test sample."""
     from agentgrad.benchmarks.multiwoz.run import WozOptions, WozSetup, optimize
 
     opts = WozOptions(system, str(prompts) if prompts else None, list(model), "test", n, seed,
                       str(data_dir) if data_dir else None)
-    _check_optimizer_kind(optimizer_kind)
-    _check_new_run(out, resume)
+    check_optimizer_kind(optimizer_kind)
+    check_new_run(out, resume)
     with console.status("loading data and models"):
         setup = WozSetup(opts)
         total = len(setup.dialogues())
-    on_event = _training_printer("JGA", 100.0)
+    on_event = training_printer("JGA", 100.0)
 
-    progress, on_dialogue = _dialogue_progress(total)
+    progress, on_dialogue = dialogue_progress(total)
     with progress:
         result = optimize(setup, out, resume, method, samples, step_every, train_seed, scorer, optimizer, on_event,
                           on_dialogue, concurrency, optimizer_kind)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train JGA {100 * t['train_score']:.1f}")
-    _print_woz_metrics(result["eval"])
+    print_woz_metrics(result["eval"])
     console.print(f"run directory: {out} (train/, eval/metrics.json, eval/predictions.json, result.json)")
 
 
 @data_app.command("download")
 def data_download(
     name: str = typer.Argument(..., help="multiwoz24"),
-    data_dir: Optional[Path] = _DATA_DIR,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """Fetch a dataset into the data directory (needs network access)."""
     if name != "multiwoz24":

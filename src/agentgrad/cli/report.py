@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import TRACE_FILE, app, check_user_file, console, err_console
+from agentgrad.cli._common import app, console, err_console
+from agentgrad.cli.options import TRACE_FILE, check_user_file
 
 
 @app.command()

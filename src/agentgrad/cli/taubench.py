@@ -7,10 +7,10 @@ from typing import Optional
 
 import typer
 
-from agentgrad.cli._common import (_CONCURRENCY, _DATA_DIR, _METHOD, _OPTIMIZER, _OPTIMIZER_KIND, _RESUME_RUN, _check_optimizer_kind, _SCORER,
-                                  _TAU_MODEL, _TAU_PROMPTS, _TAU_SPLIT, _TAU_SYSTEM, _TAU_TASKS, _TAU_USER, _check_new_run,
-                                  _TAU_MAX_STEPS, _episode_progress, _open_run, _print_tau_metrics, _tau_options, _training_printer,
-                                  check_new_folder, console, err_console)
+from agentgrad.cli._common import console, episode_progress, err_console, open_run, print_tau_metrics, training_printer
+from agentgrad.cli.options import (CONCURRENCY, DATA_DIR, METHOD, OPTIMIZER, OPTIMIZER_KIND, RESUME_RUN, SCORER, TAU_MAX_STEPS,
+                                   TAU_MODEL, TAU_PROMPTS, TAU_SPLIT, TAU_SYSTEM, TAU_TASKS, TAU_USER, check_new_folder,
+                                   check_new_run, check_optimizer_kind, tau_options)
 
 taubench_app = typer.Typer(help="tau-bench retail: tool use with a simulated customer.", no_args_is_help=True)
 
@@ -40,79 +40,79 @@ def taubench_replay_gold(
 @taubench_app.command("evaluate")
 def taubench_evaluate(
     out: Path = typer.Option(..., "--out", help="Run directory to write."),
-    system: str = _TAU_SYSTEM,
-    prompts: Optional[Path] = _TAU_PROMPTS,
-    model: list[str] = _TAU_MODEL,
-    user_model: Optional[str] = _TAU_USER,
+    system: str = TAU_SYSTEM,
+    prompts: Optional[Path] = TAU_PROMPTS,
+    model: list[str] = TAU_MODEL,
+    user_model: Optional[str] = TAU_USER,
     user_temperature: Optional[float] = typer.Option(None, "--user-temperature", min=0.0,
                                                      help="The customer's temperature (default: unset, the "
                                                           "server's default, as in tau-bench)."),
-    split: str = _TAU_SPLIT,
-    tasks: Optional[str] = _TAU_TASKS,
+    split: str = TAU_SPLIT,
+    tasks: Optional[str] = TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Runs per task (pass^k for k up to this)."),
-    max_steps: int = _TAU_MAX_STEPS,
+    max_steps: int = TAU_MAX_STEPS,
     resume: bool = typer.Option(False, "--resume", help="Continue an existing run directory."),
-    concurrency: int = _CONCURRENCY,
-    data_dir: Optional[Path] = _DATA_DIR,
+    concurrency: int = CONCURRENCY,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """Run conversations with a simulated customer; print action, output and overall reward and pass^k."""
     from agentgrad.benchmarks.common import parse_range
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, evaluate
 
-    opts = _tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_steps, data_dir)
+    opts = tau_options(system, prompts, model, user_model, user_temperature, split, tasks, trials, max_steps, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
     with console.status("loading models"):
         setup = TauSetup(opts)
-    run_dir = _open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
-    progress, on_episode = _episode_progress(n * trials)
+    run_dir = open_run(out, resume, opts.digest(), {"benchmark": "taubench", "options": opts.__dict__})
+    progress, on_episode = episode_progress(n * trials)
     with progress:
         metrics = evaluate(setup, run_dir, on_episode, concurrency=concurrency)
-    _print_tau_metrics(metrics)
+    print_tau_metrics(metrics)
     console.print(f"run directory: {out} (metrics.json, events.jsonl, traces/)")
 
 
 @taubench_app.command("optimize")
 def taubench_optimize(
     out: Path = typer.Option(..., "--out", help="Run directory to write (train/ and eval/)."),
-    system: str = _TAU_SYSTEM,
-    prompts: Optional[Path] = _TAU_PROMPTS,
-    model: list[str] = _TAU_MODEL,
-    user_model: Optional[str] = _TAU_USER,
-    method: str = _METHOD,
+    system: str = TAU_SYSTEM,
+    prompts: Optional[Path] = TAU_PROMPTS,
+    model: list[str] = TAU_MODEL,
+    user_model: Optional[str] = TAU_USER,
+    method: str = METHOD,
     samples: int = typer.Option(10, "--samples", min=1, help="Training conversations (the paper: 10)."),
     seed: int = typer.Option(0, "--seed", help="Which training tasks are sampled, and tie-breaking."),
-    scorer: Optional[str] = _SCORER,
-    optimizer: Optional[str] = _OPTIMIZER,
-    optimizer_kind: str = _OPTIMIZER_KIND,
-    split: str = _TAU_SPLIT,
-    tasks: Optional[str] = _TAU_TASKS,
+    scorer: Optional[str] = SCORER,
+    optimizer: Optional[str] = OPTIMIZER,
+    optimizer_kind: str = OPTIMIZER_KIND,
+    split: str = TAU_SPLIT,
+    tasks: Optional[str] = TAU_TASKS,
     trials: int = typer.Option(1, "--trials", min=1, help="Evaluation runs per task."),
-    max_steps: int = _TAU_MAX_STEPS,
-    resume: bool = _RESUME_RUN,
-    concurrency: int = _CONCURRENCY,
-    data_dir: Optional[Path] = _DATA_DIR,
+    max_steps: int = TAU_MAX_STEPS,
+    resume: bool = RESUME_RUN,
+    concurrency: int = CONCURRENCY,
+    data_dir: Optional[Path] = DATA_DIR,
 ) -> None:
     """The paper's protocol: train on sampled training tasks (a step after each conversation), then evaluate."""
     from agentgrad.benchmarks.common import parse_range
     from agentgrad.benchmarks.taubench.env import load_tasks
     from agentgrad.benchmarks.taubench.run import TauSetup, optimize
 
-    _check_optimizer_kind(optimizer_kind)
-    opts = _tau_options(system, prompts, model, user_model, None, split, tasks, trials, max_steps, data_dir)
+    check_optimizer_kind(optimizer_kind)
+    opts = tau_options(system, prompts, model, user_model, None, split, tasks, trials, max_steps, data_dir)
     n = len(parse_range(tasks, len(load_tasks(split, opts.data))))
-    _check_new_run(out, resume)
+    check_new_run(out, resume)
     with console.status("loading models"):
         setup = TauSetup(opts)
-    on_event = _training_printer("reward", 1.0)
+    on_event = training_printer("reward", 1.0)
 
-    progress, on_episode = _episode_progress(n * trials)
+    progress, on_episode = episode_progress(n * trials)
     with progress:
         result = optimize(setup, out, resume, method, samples, seed, scorer, optimizer, on_event, on_episode,
                           concurrency, optimizer_kind)
     t = result["train"]
     console.print(f"training: {t['steps']} steps, {t['accepted']} accepted, train reward {t['train_score']:.3f}")
-    _print_tau_metrics(result["eval"])
+    print_tau_metrics(result["eval"])
     console.print(f"run directory: {out} (train/, eval/metrics.json, result.json)")
 
 

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
+from agentgrad.benchmarks.planted.model import BlameModelConfig
 from agentgrad.cli._common import console
+from agentgrad.cli.options import check_new_folder
 
 testing_app = typer.Typer(help="Offline helpers: tiny models and a local OpenAI-compatible server.", no_args_is_help=True)
 
@@ -21,7 +23,6 @@ def tiny_model(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Build a tiny random model with a locally trained tokenizer (offline, seconds)."""
-    from agentgrad.cli._common import check_new_folder
     from agentgrad.models.tiny import build_tiny_model
 
     check_new_folder(out_dir, overwrite, "folder")
@@ -48,3 +49,23 @@ def serve(
         srv.stop()
 
 
+@testing_app.command("blame-model")
+def blame_model(
+    out_dir: Path = typer.Argument(..., help="Folder to write the trained scorer to (new or empty)."),
+    steps: int = typer.Option(BlameModelConfig.steps, "--steps", min=1,
+                              help="Training steps (stops earlier at --max-seconds)."),
+    max_seconds: float = typer.Option(BlameModelConfig.max_seconds, "--max-seconds", min=0.0,
+                                      help="Training time budget (0: none, steps only: the same result on any "
+                                           "machine)."),
+    seed: int = typer.Option(0, "--seed"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
+) -> None:
+    """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
+    from agentgrad.benchmarks.planted.model import train_blame_model
+
+    check_new_folder(out_dir, overwrite, "folder")
+    cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds or None, seed=seed)
+    with console.status("training"):
+        rep = train_blame_model(out_dir, cfg)
+    console.print(f"trained scorer written to {out_dir}: held-out token accuracy {rep['heldout_token_accuracy']:.4f} "
+                  f"after {rep['steps']} steps in {rep['seconds']} s (a mechanism test, not a model of real LLMs)")

@@ -10,31 +10,17 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentgrad.attribution.scorer import Scorer
+from agentgrad.attribution.factory import make_scorer
 from agentgrad.blame.methods import canonical
 from agentgrad.core.config import apply_model_override
 from agentgrad.runs.graph_system import topological_levels
 from agentgrad.errors import ConfigError
-from agentgrad.models.hf import HFModel
 from agentgrad.models.registry import create_model
 from agentgrad.optim.config import OptimizeConfig, load_optimize_config, resolve_system
 from agentgrad.optim.targets import optimizer_for
 from agentgrad.optim.tasks import get_task
 from agentgrad.optim.trainer import Trainer
 from agentgrad.runs.rundir import RunDir, check_run_dir
-
-
-def build_scorer(models: dict[str, Any], path: str | None = None, model: str | None = None,
-                 hint: str = "give scorer.path for a separate white-box scorer", **options: Any) -> Scorer:
-    """The white-box scorer: ``path`` (a folder or hub id) loaded on its own, else the system's model
-    named ``model`` (an hf or tiny model), whose weights are shared; ``options`` go to :class:`Scorer`."""
-    if path:
-        return Scorer(path, **options)
-    found = models.get(model or "")
-    if not isinstance(found, HFModel):
-        raise ConfigError(f"the scorer's model {model!r} must name an hf or tiny model of the system (found "
-                          f"{type(found).__name__ if found else 'none'}); {hint}")
-    return Scorer.from_model(found, **options)
 
 
 def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
@@ -96,8 +82,11 @@ def run_optimize(config: Path, out: Path, resume: bool, overrides: list[str], me
         models = {n: create_model(n, spec.backend, **spec.options()) for n, spec in sys_cfg.models.items()}
     task = get_task(cfg.task)(sys_cfg, {k: base / v for k, v in cfg.data.items()}, models)
     sc = cfg.scorer
-    scorer = build_scorer(models, sc.path, sc.model, dtype=sc.dtype, device=sc.device, mode="cached",
-                          on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights, batch_tokens=sc.batch_tokens)
+    # scorer.path loads a model of its own; else the system's model named scorer.model shares its weights
+    scorer = make_scorer(sc.path or models.get(sc.model or ""), dtype=sc.dtype, device=sc.device, mode="cached",
+                         on_too_long=sc.on_too_long, prompt_weights=sc.prompt_weights, batch_tokens=sc.batch_tokens,
+                         hint="" if sc.path else f"scorer.model {sc.model!r} must name an hf or tiny model of the "
+                                                 f"system, or give scorer.path for a separate white-box scorer")
     optimizer = build_optimizer(cfg, models)
     run_dir = RunDir(out, resume=resume)
     run_dir.started(cfg.digest(), "configuration")  # a resumed run with another configuration is refused

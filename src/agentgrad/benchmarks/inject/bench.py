@@ -15,7 +15,7 @@ exact answers (the test split by default). Per question and system:
    (expected and produced answer; its span is where the final answer names a wrong value: the
    record's other values or another record's value of the same field, else the whole answer);
    every requested blame method of the registry runs on it through one :class:`BlameContext` and
-   is scored as ``bench blame`` scores it (:func:`~agentgrad.benchmarks.planted.bench.score_methods`).
+   is scored as ``bench blame`` scores it (:func:`~agentgrad.benchmarks.planted.scoring.score_methods`).
    An episode whose answer stayed right was **absorbed**: counted, not scored. An injection that
    leaves the output as it was (``unchanged``) is counted apart.
 
@@ -30,15 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.benchmarks.ablation.cases import SYSTEMS, Case, make_splits
 from agentgrad.benchmarks.inject.corrupt import KINDS, corrupt, field_values
-from agentgrad.benchmarks.planted.bench import Cost, check_setup, read_back, score_methods, summarize, write_episode
+from agentgrad.benchmarks.planted.records import check_setup, read_back, write_episode
+from agentgrad.benchmarks.planted.scoring import Cost, score_methods
+from agentgrad.benchmarks.planted.summary import summarize
 from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.context import BlameContext
-from agentgrad.blame.methods import get_blame_method, with_reader
+from agentgrad.blame.methods import get_blame_method, needs_scorer, with_reader
 from agentgrad.core.files import RunFiles
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.optim.tasks import LookupTask
@@ -131,29 +134,45 @@ def run_inject(model: Any, scorer: Any, methods: list[str], systems: list[str] |
                kinds: list[str] | None = None, questions: int | None = None, out: Path | None = None,
                seed: int = 0, judge: Any = None, resume: bool = False, split: str = "test",
                setup: dict[str, Any] | None = None, model_spec: dict[str, Any] | None = None,
-               on_episode: Callable[[dict[str, Any]], None] | None = None, replays: int = 3) -> dict[str, Any]:
+               on_episode: Callable[[dict[str, Any]], None] | None = None, replays: int = 3,
+               status: Callable[[str], Any] | None = None, on_start: Callable[[], None] | None = None) -> dict[str, Any]:
     """Inject every kind at every position of every clean run that is right; returns the metrics.
 
     Args:
-        model: the agents' model (every agent, also downstream of an injection).
+        model: the agents' model (every agent, also downstream of an injection), or a ``--model``
+            value, loaded once the options are checked (:func:`load_model`, with the scorer on its
+            weights where a method reads one and ``scorer`` is None).
         scorer: the white-box scorer of the gradient, occlusion and temporal methods (None without).
         methods: blame method names of the registry (see :func:`~agentgrad.blame.methods.select_methods`).
         systems, kinds: subsets of ``SYSTEMS`` and ``KINDS`` (None: all).
         questions: the first N questions of ``split`` (None: all).
         out: the output folder (see the module docstring); it must be new or empty unless ``resume``.
         seed: the wrong values and the methods' tie-breaking.
-        judge: the judge of the ``judge:*`` methods.
+        judge: the judge of the ``judge:*`` methods (or a model value).
         setup: what produced the figures (the model, the judge), written to ``bench.json`` with the
             seed and split; a resumed run must have the same.
         model_spec: the ``models:`` entry recorded in the systems' configurations (default: the fake backend;
             ``model`` is what runs).
         replays: fresh samples per upstream call of the ``replay`` method (at temperature
             :data:`~agentgrad.runs.replay.TEMPERATURE`, everything downstream generated again).
+        status: a context manager for what is being loaded (``console.status``); ``on_start``: told
+            when the runs start.
     """
     systems, kinds = list(systems or SYSTEMS), list(kinds or KINDS)
     check_options(systems, kinds, methods, split, questions, out, resume)
     if replays < 1:
         raise ConfigError("--replays must be at least 1")
+    if isinstance(model, str) or isinstance(judge, str):
+        from agentgrad.blame.judge import Judge, make_judge
+
+        with status(f"loading {model if isinstance(model, str) else 'the judge'}") if status else nullcontext():
+            if isinstance(model, str):
+                model, found = load_model(model, scorer is None and any(needs_scorer(m) for m in methods))
+                scorer = scorer if scorer is not None else found
+            if isinstance(judge, str):
+                judge = Judge(make_judge(judge)) if judge else None
+    if on_start:
+        on_start()
     examples = lookup_examples(split, questions)
     fns = {m: get_blame_method(with_reader(m, READER)) for m in methods}  # the benchmark's declared reader
     files = RunFiles(out) if out else None
@@ -195,16 +214,16 @@ def load_model(value: str, scored: bool) -> tuple[Any, Any]:
     """The agents' model from a ``--model`` value (memoised greedy replies: the calls upstream of an
     injection are the clean run's) and, when ``scored`` (a method reads a white-box scorer), the
     scorer on its weights (a local model only)."""
+    from agentgrad.attribution.factory import make_scorer
     from agentgrad.benchmarks.ablation.bench import memo_model
     from agentgrad.core.config import model_spec_from_value
     from agentgrad.models.registry import create_model
-    from agentgrad.optim.run import build_scorer
 
     spec = model_spec_from_value(value)
     inner = create_model("default", spec.backend, **spec.options())
-    scorer = build_scorer({"default": inner}, None, "default", on_too_long="skip",
-                          hint=f"--model {value!r} is not a local model: choose methods without a scorer "
-                               f"(random, all, last, judge)") if scored else None
+    scorer = make_scorer(inner, on_too_long="skip",
+                         hint=f"--model {value!r} is not a local model: choose methods without a scorer "
+                              f"(random, all, last, judge)") if scored else None
     return memo_model(inner), scorer
 
 

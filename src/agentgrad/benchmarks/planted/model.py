@@ -13,7 +13,8 @@ found by locating the word before it, the circuit a key's look-up needs), and ev
 with equal query and key projections (mimetic initialisation: heads begin by matching equal tokens);
 with both, and two 64-wide heads per layer, the look-up forms within the 5-minute budget. It is
 saved with ``save_pretrained`` and loaded by :class:`~agentgrad.attribution.scorer.Scorer` like any
-model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/``.
+model. ``cached_blame_model`` keeps built models under ``$AGENTGRAD_CACHE/blame/``; the scorer value
+``trained`` names it (:func:`~agentgrad.attribution.factory.make_scorer`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from agentgrad.attribution.factory import register_scorer_value
 from agentgrad.benchmarks.planted import episodes as E
-from agentgrad.errors import ConfigError
 
 SPECIALS = ["<unk>", "<pad>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
@@ -290,12 +291,5 @@ def cached_blame_model(cfg: BlameModelConfig | None = None,
     return final
 
 
-def resolve_scorer(spec: str) -> Path | str:
-    """``trained`` (the cached trained scorer), else a model folder or hub id, checked for form."""
-    if spec == "trained":
-        return cached_blame_model()
-    p = Path(spec).expanduser()
-    if p.exists() and not (p / "config.json").exists():
-        raise ConfigError(f"--scorer {spec} is not a model folder (no config.json); give a Hugging Face model "
-                          f"folder, a hub id, or 'trained'")
-    return spec
+# ``--scorer trained`` (and ``make_scorer("trained")``): the cached trained scorer, built on first use
+register_scorer_value("trained", cached_blame_model, "the planted benchmark's trained scorer, built once")

@@ -1,17 +1,31 @@
-"""``bench blame`` (the planted-fault blame benchmark), ``bench whowhen``, ``bench inject``, and ``testing blame-model``."""
+"""``bench blame`` (the planted-fault blame benchmark), ``bench whowhen``, ``bench ablation`` and
+``bench inject``: options parsed by :mod:`agentgrad.cli.options`, the benchmark's library call, its tables
+(:mod:`agentgrad.cli.tables`)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
-from rich.table import Table
 
-from agentgrad.benchmarks.planted.model import BlameModelConfig
-from agentgrad.benchmarks.planted.model import resolve_scorer
-from agentgrad.cli._common import _progress, bench_app, console, err_console
+from agentgrad.cli import options
+from agentgrad.cli._common import bench_app, console, err_console, progress_bar
+from agentgrad.cli.options import DEVICE, JUDGE
+from agentgrad.cli.tables import print_blame_table, print_judge_misses, print_propagation, print_whowhen
+
+
+def started_on_demand(label: str) -> tuple[Any, Callable[..., None], Callable[[Any], None]]:
+    """A progress display that shows once the library says the work starts (after a spinner of its
+    own, say, while a model loads): (the display, ``on_start(total=None)``, ``advance(record)``)."""
+    progress = progress_bar()
+    bar = progress.add_task(label, total=None)
+
+    def on_start(total: Optional[int] = None) -> None:
+        progress.update(bar, total=total)
+        progress.start()
+
+    return progress, on_start, lambda record: progress.advance(bar)
 
 
 @bench_app.command("blame")
@@ -28,9 +42,8 @@ def bench_blame(
     methods: str = typer.Option("all", "--methods", help="all, or names/prefixes: gbc:mean_l1, occlusion, random, "
                                                         "all, last, ..."),
     seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
-                                                  "folder, openai:MODEL@URL (any OpenAI-compatible server)."),
+    device: str = DEVICE,
+    judge: str = JUDGE,
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped benchmark in --out: episodes already "
                                                         "written are read back, not re-run."),
@@ -38,143 +51,27 @@ def bench_blame(
                                                        "(sentences in each agent's own words; no misroute)."),
 ) -> None:
     """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
-    from agentgrad.attribution.scorer import Scorer
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import run_benchmark
-    from agentgrad.benchmarks.planted.prose import STYLES
-    from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import needs_scorer, select_methods
-    from agentgrad.errors import ConfigError
-    from agentgrad.core.files import check_new_output
+    from agentgrad.blame.methods import select_methods
 
-    topologies = list(E.TOPOLOGIES) if topology == "all" else [t.strip() for t in topology.split(",") if t.strip()]
-    kinds = list(E.FAULTS) if faults == "all" else [f.strip() for f in faults.split(",") if f.strip()]
-    bad = [t for t in topologies if t not in E.TOPOLOGIES] or [f for f in kinds if f not in E.FAULTS]
-    if bad or not topologies or not kinds:
-        raise ConfigError(f"unknown topology or fault kind {bad[0] if bad else '(none)'!r}; topologies: "
-                          f"{', '.join(E.TOPOLOGIES)}; faults: {', '.join(E.FAULTS)}")
-    if style not in STYLES:
-        raise ConfigError(f"unknown --style {style!r}; valid: {', '.join(STYLES)}")
     names = select_methods(methods, judge=bool(judge))
-    scored = [n for n in names if needs_scorer(n)]
-    if scorer == "none" and scored:
-        raise ConfigError(f"{scored[0]} needs a white-box model: give --scorer smollm2 (or another), or choose "
-                          f"model-free --methods (provenance, provenance:key, random, all, last, ...)")
-    if not resume:
-        check_new_output(out, overwrite, "dir")
-    jm = make_judge(judge) if judge else None
-    sc = None
-    if scorer != "none":
-        with console.status("preparing the scorer (the trained one is built once, a few minutes)"):
-            sc = Scorer(str(resolve_scorer(scorer)), device=device, on_too_long="skip")
-    total = episodes * sum(E.supports(t, f, style) for t in topologies for f in kinds)
-    with _progress() as progress:
-        bar = progress.add_task("episodes", total=total)
-        metrics = run_benchmark(sc, names, topologies, kinds, episodes, out, seed,
-                                on_episode=lambda r: progress.advance(bar), judge=Judge(jm) if jm else None,
-                                resume=resume, setup={"scorer": scorer, "judge": judge}, style=style)
+    progress, on_start, advance = started_on_demand("episodes")
+    try:
+        metrics = run_benchmark(options.scorer_value(scorer), names, options.names(topology, E.TOPOLOGIES),
+                                options.names(faults, E.FAULTS), episodes, out, seed, on_episode=advance,
+                                judge=judge, resume=resume, setup={"scorer": scorer, "judge": judge}, style=style,
+                                overwrite=overwrite, device=device, on_start=on_start, status=console.status)
+    finally:
+        progress.stop()
     print_blame_table(metrics)
     console.print(f"chance (1/upstream nodes): {metrics['chance_agent_top1']:.3f}; "
                   f"token hit@1: " + ", ".join(f"{o} {v['hit1']['value']:.3f}" for o, v in metrics["token"].items()))
-    _print_judge_misses(metrics["groups"]["all"], metrics["episodes"])
+    print_judge_misses(metrics["groups"]["all"], metrics["episodes"])
     if metrics.get("seconds_per_episode") is not None:
         console.print(f"wall time per episode, the {len(names)} methods together (shared passes counted once): "
                       f"{metrics['seconds_per_episode']:.1f} s")
     console.print(f"written: {out}/metrics.json, {out}/episodes/")
-
-
-def _print_judge_misses(methods: dict[str, dict[str, Any]], n: int) -> None:
-    """A line each for the judge methods that named nothing somewhere: their judge's reply did not
-    parse, or the log was longer than the judge's context."""
-    for key, what in (("unparsed", "judge replies that did not parse"),
-                      ("unread", "logs longer than the judge's context")):
-        bad = {m: v[key] for m, v in methods.items() if v.get(key)}
-        if bad:
-            console.print(f"{what} (counted as wrong): " + ", ".join(f"{m} {c} of {n}" for m, c in bad.items()),
-                          markup=False)
-
-
-def _print_wide(table: Table) -> None:
-    """A table wide enough for every column, also when the output is a log file (80 columns by default)."""
-    from rich.console import Console
-
-    Console(width=max(console.width, 150), emoji=False).print(table)
-
-
-def _methods_table(title: str, columns: list[str]) -> Table:
-    """A table with a method column, then right-aligned figure columns."""
-    table = Table(title=title)
-    table.add_column("method", no_wrap=True)
-    for c in columns:
-        table.add_column(c, justify="right")
-    return table
-
-
-def print_blame_table(metrics: dict, by: tuple[str, ...] = ("topology", "fault")) -> None:
-    """Agent-level top-1 per method: overall with its 95% interval, then per group of the fields ``by``
-    (by topology and fault kind for ``bench blame``)."""
-    groups = metrics["groups"]
-    table = Table(title=f"agent-level top-1, {metrics['episodes']} episodes (all: 95% CI; the rest in metrics.json)")
-    table.add_column("method", no_wrap=True)
-    table.add_column("all", justify="right", no_wrap=True)
-    cols = [g for field in by for g in sorted(g for g in groups if g.startswith(field + "=") and "," not in g)]
-    for c in cols:
-        table.add_column(c.split("=")[-1] if len(by) <= 2 else c, justify="right")
-    paired = "vs_best_free" in groups["all"][metrics["methods"][0]]
-    if paired:  # every figure beside the best model-free method of these episodes, paired
-        table.add_column("vs best model-free", justify="right", no_wrap=True)
-    table.add_column("s/ep", justify="right")
-    generated = any(groups["all"][m].get("generations") for m in metrics["methods"])
-    if generated:  # the replay method's cost
-        table.add_column("gen/ep", justify="right")
-    for m in metrics["methods"]:
-        v = groups["all"][m]["agent_top1"]
-        row = [m, f"{v['value']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]"]
-        row += [f"{groups[c][m]['agent_top1']['value']:.2f}" for c in cols]
-        if paired:
-            d = groups["all"][m]["vs_best_free"]
-            row.append(f"{d['diff']:+.2f} [{d['ci95'][0]:+.2f},{d['ci95'][1]:+.2f}] {d['baseline']}")
-        row.append(f"{groups['all'][m]['seconds']:.3f}")
-        if generated:
-            row.append(f"{groups['all'][m].get('generations', 0):.1f}")
-        table.add_row(*row)
-    _print_wide(table)
-
-
-def blame_model_command(
-    out_dir: Path = typer.Argument(..., help="Folder to write the trained scorer to (new or empty)."),
-    steps: int = typer.Option(BlameModelConfig.steps, "--steps", min=1,
-                              help="Training steps (stops earlier at --max-seconds)."),
-    max_seconds: float = typer.Option(BlameModelConfig.max_seconds, "--max-seconds", min=0.0,
-                                      help="Training time budget (0: none, steps only: the same result on any "
-                                           "machine)."),
-    seed: int = typer.Option(0, "--seed"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
-) -> None:
-    """Train the blame benchmark's scorer offline (a mechanism test, not a model of real LLMs)."""
-    from agentgrad.benchmarks.planted.model import train_blame_model
-    from agentgrad.cli._common import check_new_folder
-
-    check_new_folder(out_dir, overwrite, "folder")
-    cfg = BlameModelConfig(steps=steps, max_seconds=max_seconds or None, seed=seed)
-    with console.status("training"):
-        rep = train_blame_model(out_dir, cfg)
-    console.print(f"trained scorer written to {out_dir}: held-out token accuracy {rep['heldout_token_accuracy']:.4f} "
-                  f"after {rep['steps']} steps in {rep['seconds']} s (a mechanism test, not a model of real LLMs)")
-
-
-def log_range(value: str, count: int) -> tuple[int, int]:
-    """``--logs``: ``N`` (the first N logs) or ``A-B`` (logs A to B, 1-based and inclusive), as (A, B)
-    within the ``count`` logs there are; anything else is a one-line :class:`ConfigError`."""
-    from agentgrad.errors import ConfigError
-
-    m = re.fullmatch(r"\s*(?:(\d+)\s*-\s*)?(\d+)\s*", value)
-    first, last = (int(m.group(1) or 1), int(m.group(2))) if m else (0, 0)
-    if not m or first < 1 or last < first:
-        raise ConfigError(f"--logs takes N (the first N logs) or A-B with 1 <= A <= B (logs A to B), got {value!r}")
-    if first > count:
-        raise ConfigError(f"--logs {value}: the subset has only {count} logs")
-    return first, min(last, count)
 
 
 @bench_app.command("whowhen")
@@ -191,14 +88,13 @@ def bench_whowhen(
     scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer for the gradient, occlusion and "
                                                                "temporal methods: smollm2, gguf:FILE, a HF folder "
                                                                "or hub id, trained."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
-                                                  "folder, openai:MODEL@URL."),
+    judge: str = JUDGE,
     on_too_long: str = typer.Option("skip", "--on-too-long", help="skip (attribute what fits, count the log), "
                                                                   "exclude (score only the logs that fit the "
                                                                   "scorer's context, count the others), window "
                                                                   "(a long call keeps the steps nearest it that "
                                                                   "fit) or error."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N (the scorer)."),
+    device: str = DEVICE,
     archive: Optional[Path] = typer.Option(None, "--archive", help="who_and_when.tar.gz (default: the data "
                                                                    "directory's)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
@@ -216,10 +112,11 @@ def bench_whowhen(
                                                                   "targeted objective and provenance follow it."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
-    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.attribution.factory import make_scorer
+    from agentgrad.benchmarks.planted import model  # noqa: F401  (registers the scorer value "trained")
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import needs_scorer, select_methods
-    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, priors_table, run_whowhen
+    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.core.files import check_new_output
     from agentgrad.importers import import_whowhen
@@ -239,102 +136,27 @@ def bench_whowhen(
         res = import_whowhen(archive, subset)
     if res.broken:
         err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
-    first, last = log_range(logs, len(res.traces)) if logs else (1, len(res.traces))
+    first, last = options.log_range(logs, len(res.traces)) if logs else (1, len(res.traces))
     traces = res.traces[first - 1:last]
     jm = Judge(make_judge(judge)) if judge else None
     if max_context is not None and not scorer:
         raise ConfigError("--max-context sets the white-box scorer's context: give --scorer too")
-    sc = Scorer(str(resolve_scorer(scorer)), device=device, max_context=max_context,
-                on_too_long="skip" if on_too_long in ("exclude", "window") else on_too_long) if scorer else None
+    sc = make_scorer(scorer, device=device, max_context=max_context,
+                     on_too_long="skip" if on_too_long in ("exclude", "window") else on_too_long) if scorer else None
     if sc is not None and max_context is not None:
         from agentgrad.models.hf import context_length
 
         if max_context > (full := context_length(sc.model, sc.tokenizer)):
             raise ConfigError(f"--max-context {max_context:,} is longer than the scorer's context ({full:,} tokens)")
-    with _progress() as progress:
+    with progress_bar() as progress:
         bar = progress.add_task("logs", total=len(traces))
         m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
                         exclude_too_long=on_too_long in ("exclude", "window") and sc is not None, resume=resume,
                         window=on_too_long == "window" and sc is not None, span=answer_span,
                         setup={"scorer": scorer, "judge": judge, "subset": subset,
                                **({"max_context": max_context} if max_context else {})})
-    groups = [g for g in ("all", "hand", "algorithm") if g in m["groups"]]
-    columns = [f"{g} {k}" for g in groups for k in ("agent", "step")]
-    table = _methods_table(f"Who&When, {m['logs']} logs ({'with' if with_ground_truth else 'without'} ground truth); "
-                           f"agent / step accuracy (all: 95% CI)", columns)
-    for name in names:
-        row = [name]
-        for g in groups:
-            for k in ("agent", "step"):
-                v = m["groups"][g]["methods"][name][k]
-                row.append(f"{v['value']:.3f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]" if g == "all"
-                           else f"{v['value']:.3f}")
-        table.add_row(*row)
-    table.add_row("chance (uniform step)", *[f"{m['groups'][g]['chance'][k]:.3f}" for g in groups
-                                             for k in ("agent", "step")])
-    _print_wide(table)
-    if (paired_rows := priors_table(m["groups"]["all"]["methods"], names)) is not None:
-        cols, rows = paired_rows
-        table = _methods_table("paired on the same logs (all): difference [95% CI], logs won / lost, sign-test p; the best "
-                               "prior chosen on these logs", cols)
-        for row in rows:
-            table.add_row(*row)
-        _print_wide(table)
-    _print_judge_misses(m["groups"]["all"]["methods"], m["logs"])
-    if (sp := m["groups"].get("all", {}).get("span")) is not None:
-        console.print(f"answer located (--answer-span) in {sp['found']} of {m['logs']} logs; in {sp['truth_after']} "
-                      f"of them the labelled step comes after the located answer", markup=False)
-    if m["groups"].get("all", {}).get("windowed"):
-        console.print("logs with calls longer than the scorer's context, scored on the steps nearest each call "
-                      "that fit: " + ", ".join(f"{g} {m['groups'][g]['windowed']}" for g in groups), markup=False)
-    if m["excluded"]:
-        console.print("logs longer than the scorer's context, not scored: " + ", ".join(
-            f"{g} {m['groups'][g]['excluded']} of {m['groups'][g]['excluded'] + m['groups'][g]['n']}"
-            for g in groups), markup=False)
-    else:
-        console.print(f"logs longer than the scorer's context (attributed as far as they fit): "
-                      f"{m['groups']['all']['too_long']}")
-    if m["groups"].get("all", {}).get("seconds_per_log") is not None:
-        console.print(f"wall time per log, the {len(names)} methods together: {m['groups']['all']['seconds_per_log']:.1f} s")
-    pub = m["published"]
-    table = _methods_table(f"published (not measured here): {pub['judge_model']} as the judge, "
-                           f"{pub['setting'].replace('_', ' ')}; agent / step accuracy", columns)
-    for name, cells in pub["methods"].items():
-        table.add_row(name, *[f"{cells[g][k]:.3f}" if g in cells else "-" for g in groups for k in ("agent", "step")])
-    _print_wide(table)
-    console.print(f"source: {pub['source']} (no figure over all logs is published)", markup=False)
-    if "hand" in m["groups"]:  # the paper's Tables 2 and 3 are on the hand-crafted logs
-        within = pub["step_within"]
-        table = _methods_table("hand-crafted logs: step accuracy within k steps of the labelled one",
-                               [f"within {k}" for k in range(1, 6)])
-        for name in names:
-            table.add_row(name, *[f"{v:.3f}" for v in m["groups"]["hand"]["methods"][name]["step_within"].values()])
-        for name, cells in within["methods"].items():
-            table.add_row(f"{name} (published)", *[f"{v:.3f}" for v in cells.values()])
-        _print_wide(table)
-        console.print(f"published rows: {within['source']}, {pub['judge_model']} as the judge, {within['setting']}",
-                      markup=False)
-        mean = pub["hand_mean_of_settings"]
-        table = _methods_table(f"published (not measured here): hand-crafted logs, {mean['setting']}",
-                               ["agent", "step", "tokens (its cost column)"])
-        for name, cells in mean["methods"].items():
-            table.add_row(name, f"{cells['agent']:.3f}", f"{cells['step']:.3f}", f"{cells['tokens']:,}")
-        _print_wide(table)
-        console.print(f"source: {mean['source']}", markup=False)
+    print_whowhen(m, names, with_ground_truth)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
-
-
-def _wording_range(value: str) -> int | tuple[int, int] | None:
-    """``--wordings``: N (the first N; 0 all) or A-B (the wordings A to B), else a one-line error."""
-    from agentgrad.errors import ConfigError
-
-    lo, dash, hi = value.strip().partition("-")
-    try:
-        if dash:
-            return int(lo), int(hi)
-        return int(lo) or None
-    except ValueError:
-        raise ConfigError(f"--wordings takes N (the first N wordings) or A-B (wordings A to B), got {value!r}") from None
 
 
 @bench_app.command("ablation")
@@ -387,17 +209,15 @@ def bench_ablation(
     from agentgrad.benchmarks.ablation.grid import run_ablation
     from agentgrad.benchmarks.ablation.summary import markdown_table
 
-    split = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
-    summary = run_ablation(out, model=model, systems=split(systems, SYSTEMS), defects=split(defects, DEFECTS),
-                           methods=split(methods, ARMS), seeds=seeds, optimizer=optimizer,
-                           optimizer_model=optimizer_model or None, steps=steps, step_every=step_every,
-                           val_size=val_size, test_size=test_size or None, noise_edits=noise_edits,
-                           keep_factor=keep_factor, screen_first=screen_first, wordings=_wording_range(wordings),
-                           positions=positions or None, agents=agents or None, concurrency=concurrency,
-                           stop_after=stop_after or None,
+    summary = run_ablation(out, model=model, systems=options.names(systems, SYSTEMS),
+                           defects=options.names(defects, DEFECTS), methods=options.names(methods, ARMS), seeds=seeds,
+                           optimizer=optimizer, optimizer_model=optimizer_model or None, steps=steps,
+                           step_every=step_every, val_size=val_size, test_size=test_size or None,
+                           noise_edits=noise_edits, keep_factor=keep_factor, screen_first=screen_first,
+                           wordings=options.wording_range(wordings), positions=positions or None,
+                           agents=agents or None, concurrency=concurrency, stop_after=stop_after or None,
                            screen_only=screen_only, resume=resume, prompts=prompts,
-                           log=lambda s: console.print(s, markup=False,
-                                                                                               highlight=False))
+                           log=lambda s: console.print(s, markup=False, highlight=False))
     console.print(markdown_table(summary), markup=False, highlight=False)
     from agentgrad.report.html import write_report
 
@@ -422,8 +242,7 @@ def bench_inject(
     split: str = typer.Option("test", "--split", help="train, val or test."),
     methods: str = typer.Option("all", "--methods", help="all (judges with --judge), or names/prefixes: "
                                                         "gbc:max_l1, occlusion, temporal, random, all, last, ..."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods: smollm2, gguf:FILE, a HF "
-                                                  "folder, openai:MODEL@URL."),
+    judge: str = JUDGE,
     seed: int = typer.Option(0, "--seed", help="Seeds the wrong values and tie-breaking."),
     replays: int = typer.Option(0, "--replays", min=0, help="Fresh samples per upstream call of the replay method "
                                                            "(counterfactual replay; many generations). 0: replay "
@@ -435,44 +254,24 @@ def bench_inject(
     import time
 
     from agentgrad.benchmarks.ablation.cases import SYSTEMS
-    from agentgrad.benchmarks.inject.bench import check_options, load_model, run_inject
+    from agentgrad.benchmarks.inject.bench import run_inject
     from agentgrad.benchmarks.inject.corrupt import KINDS
-    from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import needs_scorer, select_methods
+    from agentgrad.blame.methods import select_methods
 
-    split_list = lambda v, valid: list(valid) if v == "all" else [x.strip() for x in v.split(",") if x.strip()]  # noqa: E731
     names = select_methods(methods, judge=bool(judge), replay=replays > 0)
-    sys_list, kind_list = split_list(systems, SYSTEMS), split_list(kinds, KINDS)
-    check_options(sys_list, kind_list, names, split, questions or None, out, resume)
     t0 = time.perf_counter()
-    with console.status(f"loading {model}"):
-        agents_model, scorer = load_model(model, any(needs_scorer(n) for n in names))
-        jm = Judge(make_judge(judge)) if judge else None
-    with _progress() as progress:
-        bar = progress.add_task("injections", total=None)
-        m = run_inject(agents_model, scorer, names, sys_list, kind_list, questions or None, out, seed, jm, resume,
-                       split, setup={"model": model, "judge": judge}, on_episode=lambda r: progress.advance(bar),
-                       replays=replays or 1)
+    progress, on_start, advance = started_on_demand("injections")
+    try:
+        m = run_inject(model, None, names, options.names(systems, SYSTEMS), options.names(kinds, KINDS),
+                       questions or None, out, seed, judge, resume, split, setup={"model": model, "judge": judge},
+                       on_episode=advance, replays=replays or 1, status=console.status, on_start=on_start)
+    finally:
+        progress.stop()
     clean = ", ".join(f"{s} {c['right']}/{c['runs']}" for s, c in m["clean"].items())
     console.print(f"clean runs with the right answer (kept): {clean}", markup=False)
     print_propagation(m)
     print_blame_table(m, ("system", "kind", "final"))
     console.print(f"chance (1/upstream calls): {m['chance_agent_top1']:.3f}; 'final=True': injected at the final "
                   f"agent, where 'last' is right by construction", markup=False)
-    _print_judge_misses(m["groups"]["all"], m["episodes"])
+    print_judge_misses(m["groups"]["all"], m["episodes"])
     console.print(f"{time.perf_counter() - t0:.0f} s; written: {out}/metrics.json, {out}/episodes/")
-
-
-def print_propagation(metrics: dict) -> None:
-    """How many injections changed the final answer from right to wrong, per kind and per position."""
-    prop = metrics["propagation"]
-    table = Table(title="injections that propagated (the final answer went from right to wrong)")
-    for c in ("group", "injected", "propagated", "share [95% CI]", "unchanged"):
-        table.add_column(c, justify="left" if c == "group" else "right")
-    keys = ["all"] + [g for field in ("kind", "system") for g in sorted(prop) if g.startswith(field + "=") and
-                      "," not in g] + sorted(g for g in prop if g.startswith("system=") and ",position=" in g)
-    for g in keys:
-        v = prop[g]
-        table.add_row(g, str(v["injected"]), str(v["propagated"]),
-                      f"{v['share']:.2f} [{v['ci95'][0]:.2f},{v['ci95'][1]:.2f}]", str(v["unchanged"]))
-    _print_wide(table)
