@@ -298,3 +298,57 @@ def test_token_encoding_round_trip():
     assert [t[:3] for t in back] == sorted(t[:3] for t in toks)
     for (m, a, b, v1, v2), t in zip(back, sorted(toks)):
         assert abs(v1 - t[3]) <= 10.0 / 1000 / 2 + 1e-12 and abs(v2 - t[4]) <= 0.5 / 1000 / 2 + 1e-12
+
+
+# --- a blamed set (agentgrad blame FOLDER --expected FILE) -------------------------------------------
+def blamed_set(root, n=8):
+    """``n`` chat traces; in every odd one the agent named by a hostile payload invents the figure
+    that the writer repeats; the even ones give the expected answer."""
+    from agentgrad.importers.blame_set import blame_set
+
+    src, exp = root / "chats.jsonl", root / "expected.jsonl"
+    bad = PAYLOADS[0]
+    lines, answers = [], []
+    for i in range(n):
+        fig = f"{500 + i}" if i % 2 == 0 else f"{900 + i}"
+        lines.append(json.dumps({"id": f"t{i}", "messages": [
+            {"role": "user", "content": f"How many in {i}?"},
+            {"role": "assistant", "name": bad, "content": f"There are {fig}."},
+            {"role": "assistant", "name": "writer", "content": f"Answer: {fig}."}]}))
+        answers.append(json.dumps({"trace": f"t{i}", "expected": f"{500 + i}"}))
+    src.write_text("\n".join(lines))
+    exp.write_text("\n".join(answers + [json.dumps({"trace": "ghost", "expected": HOSTILE})]))
+    return blame_set(src, expected=exp, methods=["provenance", "last"], out=root / "R")
+
+
+def test_the_report_of_a_blamed_set_charts_the_shares_and_lists_every_failure(tmp_path):
+    res = blamed_set(tmp_path)
+    html, info = render_report(tmp_path / "R")
+    assert info["episodes"] == 4 and info["shown"] == 4
+    assert html.count('class="sharebar"') == 2  # one bar per (agent, method) that blames it
+    assert "provenance blames" in html and "for 1.00 [1.00, 1.00]" in html  # the headline
+    for t in res.by_status("blamed"):
+        assert f">{t.trace}</a>" in html  # every failure, a link to its episode
+    assert "succeeded: 4 trace(s), skipped" in html and "ghost" in html
+    for p in PAYLOADS:
+        assert p not in html  # the agent's name, escaped
+    # a run stopped before blame.json: the team verdict from verdicts.jsonl, said so
+    (tmp_path / "R" / "blame.json").unlink()
+    html, info = render_report(tmp_path / "R")
+    assert html.count('class="sharebar"') == 2 and "computed from verdicts.jsonl" in html
+
+
+@browser
+def test_a_blamed_sets_report_in_chromium(tmp_path, page):
+    blamed_set(tmp_path)
+    res = write_report(tmp_path / "R")
+    _open(page, res.path)
+    assert page.locator("svg.teamchart g.sharebar").count() == 2
+    page.locator("svg.teamchart a.agentlink").first.click()  # an agent's name: the failures blamed on it
+    assert page.evaluate("location.hash") == "#fail-0" and page.locator("#fail-0").is_visible()
+    page.evaluate("window.scrollTo(0, 0)")
+    page.locator("table.failures a.eplink").nth(2).click()  # a failure: its episode
+    idx = page.locator("table.failures a.eplink").nth(2).get_attribute("data-target")
+    assert page.locator(f"#ep-{idx}").is_visible() and page.locator("section.episode:not([hidden])").count() == 1
+    assert page.title() == "agentgrad report: R" and page.seen["dialogs"] == []
+    assert not [c for c in page.seen["console"] if c[0] in ("error", "pageerror")]

@@ -77,6 +77,7 @@ class TraceVerdict:
     loss: str | None = None
     wrong: str | None = None
     expected: str | None = None
+    target: int | None = None  # the node the loss attaches to (the final answer)
     seconds: float = 0.0
 
     def __post_init__(self) -> None:
@@ -88,6 +89,8 @@ class TraceVerdict:
         for k in ("reason", "note", "file", "loss", "wrong", "expected"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
+        if self.target is not None:
+            d["target"] = self.target
         if self.methods:
             d["methods"] = {m: v.to_dict() for m, v in self.methods.items()}
         d["seconds"] = self.seconds
@@ -98,7 +101,8 @@ class TraceVerdict:
         return cls(trace=str(d["trace"]), status=str(d["status"]), reason=str(d.get("reason") or ""),
                    note=str(d.get("note") or ""), source=str(d.get("source") or ""),
                    file=str(d.get("file") or ""), loss=d.get("loss"),
-                   wrong=d.get("wrong"), expected=d.get("expected"), seconds=float(d.get("seconds") or 0.0),
+                   wrong=d.get("wrong"), expected=d.get("expected"),
+                   target=d.get("target"), seconds=float(d.get("seconds") or 0.0),
                    methods={m: MethodVerdict.from_dict(v) for m, v in (d.get("methods") or {}).items()})
 
 

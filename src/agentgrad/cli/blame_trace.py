@@ -51,14 +51,26 @@ def print_blame_rows(rows: list[dict], con: Console) -> None:
 @app.command("blame")
 def blame_command(
     trace: Path = typer.Argument(..., help="The exported trace: OTLP JSON (OpenInference or OTel GenAI spans; one "
-                                           "request or one per line), chat JSONL, or an agentgrad trace."),
-    loss: str = typer.Option(..., "--loss", help="What went wrong, in words (the verbal loss)."),
+                                           "request or one per line), chat JSONL, or an agentgrad trace. A set: a "
+                                           "file of many traces, a folder of trace files or a run directory, with "
+                                           "--losses FILE or --expected FILE."),
+    loss: Optional[str] = typer.Option(None, "--loss", help="What went wrong, in words (the verbal loss); required "
+                                                            "for one trace. For a set: the loss of every trace the "
+                                                            "--losses/--expected file does not name (without one, "
+                                                            "those are skipped)."),
     wrong: Optional[str] = typer.Option(None, "--wrong", help="The wrong text of the final answer (found there: the "
                                                               "loss's span, which targeted methods follow)."),
     expected: Optional[str] = typer.Option(None, "--expected", help="The right answer (or the right text in place "
                                                                     "of --wrong): what the contrast objective "
                                                                     "(gbc:W:contrast:RULE) differentiates the "
-                                                                    "produced answer against."),
+                                                                    "produced answer against. A value that names an "
+                                                                    "existing file is an expected-answers file "
+                                                                    "(JSONL: {\"trace\": ID, \"expected\": TEXT} or "
+                                                                    "{\"input\": TEXT, \"expected\": TEXT}): the set "
+                                                                    "is blamed, each loss written from its answer."),
+    losses: Optional[Path] = typer.Option(None, "--losses", help="A losses file for a set (JSONL: {\"trace\": ID, "
+                                                                 "\"loss\": TEXT, \"wrong\": TEXT?, \"expected\": "
+                                                                 "TEXT?})."),
     target: Optional[str] = typer.Option(None, "--target", help="The call the loss attaches to: a node id or an "
                                                                 "agent (its last call); default the last call."),
     trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
@@ -73,21 +85,42 @@ def blame_command(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
     dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
-    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
+    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking, the random method and the set's bootstrap."),
     out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
-                                                               "and report.html (new or empty)."),
+                                                               "(a set: verdicts.jsonl too) and report.html (new or "
+                                                               "empty)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
+    resume: bool = typer.Option(False, "--resume", help="A set: go on in --out, skipping the traces its "
+                                                        "verdicts.jsonl holds (one trace: blame it again there)."),
 ) -> None:
-    """Blame an exported trace of your own app: which agent caused the failure, ranked, with a report."""
+    """Blame an exported trace of your own app, or a set of them: which agent caused the failures, ranked, with a report."""
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.blame.methods import check_expected, select_methods
     from agentgrad.core.files import check_new_output
+    from agentgrad.errors import ConfigError, RunError
     from agentgrad.importers.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
+    answers = Path(expected) if expected and Path(expected).is_file() else None
+    is_set = trace.is_dir() or losses is not None or answers is not None
     names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge), exact=True)
-    check_expected(names, expected)  # before a model loads
-    check_new_output(out, overwrite, "dir", protect=[trace])
+    if is_set:
+        if trace_id is not None or target is not None:
+            raise ConfigError(f"{'--trace' if trace_id is not None else '--target'} is for one trace; a set is "
+                              f"blamed whole, each loss on its final answer (drop the option)")
+        if wrong and not loss:
+            raise ConfigError("--wrong goes with --loss (the default loss of a set); give --loss too, or drop --wrong")
+        check_expected(names, "given" if answers is not None or losses is not None else None)
+    else:
+        if loss is None:
+            raise ConfigError("--loss is required for one trace: say in words what went wrong (or blame a set: "
+                              "--losses FILE or --expected FILE)")
+        check_expected(names, expected)  # before a model loads
+    protect = [trace, *(p for p in (losses, answers) if p is not None)]
+    if is_set and not (overwrite or resume) and (out / "verdicts.jsonl").is_file():
+        raise RunError(f"--out {out} holds the blame of a set: pass --resume to go on (the finished traces are "
+                       f"not redone), --overwrite to start again, or choose another --out")
+    check_new_output(out, overwrite or resume, "dir", protect=protect)
     jm = Judge(make_judge(judge)) if judge else None
     sc = None
     if scorer:
@@ -97,6 +130,11 @@ def blame_command(
         if any(needs_scorer(n) for n in names):
             with console.status(f"loading scorer {scorer}"):
                 sc = load_scorer(scorer, device=device, dtype=dtype)
+    if is_set:
+        from agentgrad.cli.blame_set import run_set
+
+        run_set(trace, losses, answers, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
+        return
     with console.status("blaming") as status:
         tb = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
                         seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"))
@@ -109,5 +147,5 @@ def blame_command(
     readers = {m: o.reader for m, o in tb.outcomes.items() if o.reader}  # what a fact is (blame/facts.py)
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
-    res = write_report(out, overwrite=overwrite)  # --overwrite: the folder's report.html too
+    res = write_report(out, overwrite=overwrite or resume)  # --overwrite: the folder's report.html too
     console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)

@@ -71,7 +71,7 @@ def pick_trace(traces: list[Trace], trace_id: str | None, source: str) -> Trace:
         raise ConfigError(f"{source} has no trace {trace_id!r}; its traces: {', '.join(t.id for t in traces)[:300]}")
     if len(traces) > 1:
         raise ConfigError(f"{source} holds {len(traces)} traces ({', '.join(t.id for t in traces)[:300]}); "
-                          f"pick one with --trace ID")
+                          f"pick one with --trace ID, or blame them all with --losses FILE or --expected FILE")
     return traces[0]
 
 

@@ -59,6 +59,7 @@ class BlameSet:
                 "skipped": [{"trace": t.trace, "status": t.status, "reason": t.reason}
                             for t in self.traces if t.status != "blamed"],
                 "blamed": [{"trace": t.trace, "file": t.file, "loss": t.loss, "wrong": t.wrong, "note": t.note,
+                            "target": t.target,
                             "methods": {m: {"agent": v.agent, "repair": v.repair, "node": v.node}
                                         for m, v in t.methods.items()}}
                            for t in self.traces if t.status == "blamed"]}
@@ -311,6 +312,7 @@ def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: li
     except (AgentgradError, ValueError, KeyError, IndexError, TypeError) as e:
         return TraceVerdict(key, "malformed", reason=f"cannot be blamed: {e}", source=where, loss=plan.loss)
     v.methods = method_verdicts(tb)
+    v.target = vl.targets[0] if vl.targets else None
     v.seconds = round(time.time() - t0, 3)
     return v
 

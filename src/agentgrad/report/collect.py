@@ -13,7 +13,8 @@ Every kind of run directory the project writes is recognised by the files it hol
 - a plain ``run`` (``traces/``), with the attribution written by ``attribute`` beside it
   (``RUN_DIR/attribution/``) or given with ``--attribution``;
 - an import (``import``: ``import.json`` beside ``traces/``) and a blame of an exported trace
-  (``blame``: ``blame.json``, one row per method, with ``traces/`` and ``attribution/``);
+  (``blame``: ``blame.json``, one row per method, with ``traces/`` and ``attribution/``), or of a
+  set of traces (``verdicts.jsonl`` beside ``blame.json``: :mod:`agentgrad.report.team_view`);
 - a single trace file, with ``--attribution FILE``.
 
 Nothing here writes; files that cannot be read are reported in ``warnings``, never fatal unless
@@ -264,6 +265,10 @@ def collect(target: Path, attribution: Path | None = None) -> dict[str, Any]:
         parts = [_blame_part(target, "logs", warnings)]
     elif (target / "train").is_dir() or (target / "eval").is_dir():
         parts = [_part(target / p, p, None, warnings) for p in ("train", "eval") if (target / p).is_dir()]
+    elif (target / "verdicts.jsonl").exists():  # agentgrad blame of a set (report/team_view.py)
+        from agentgrad.report.team_view import set_part
+
+        parts = [set_part(target, warnings)]
     elif (target / "traces").is_dir() or (target / "events.jsonl").exists():
         parts = [_part(target, "", attribution, warnings)]
     else:

@@ -1,0 +1,283 @@
+"""Blaming a set of failed traces (agentgrad.importers.blame_set, `agentgrad blame FOLDER --expected`):
+losses written from expected answers, the team verdict, streaming and resuming, hostile input, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+import agentgrad as ag
+from agentgrad.blame.team import TeamVerdict, TraceVerdict
+from agentgrad.cli import app, main
+from agentgrad.errors import ConfigError, RunError
+from agentgrad.importers import blame_set as bs
+from agentgrad.importers.expected import check_answer, matches, read_book, wrong_text
+from agentgrad.testing.oispans import SpanWriter, supervisor_episode
+
+NARROW = {"COLUMNS": "80"}
+MODEL_FREE = ["provenance", "last"]
+FAULTS = (None, "researcher", "tool", "planner")  # trace i has fault FAULTS[i % 4]
+REPAIR = {"researcher": "researcher", "tool": "researcher", "planner": "planner"}  # the prompt to repair
+
+
+def conv(i: int, fault: str | None) -> dict:
+    """A planner, a researcher with a lookup tool, a writer; the wrong figure first appears in the
+    output of the agent (or tool) named by ``fault``, and every agent after it repeats it."""
+    right, wrong = f"{1000 + i:,}", f"{90000 + i:,}"
+    fig = right if fault is None else wrong
+    plan = (f"Ask the researcher to confirm that City{i} has {wrong} inhabitants." if fault == "planner"
+            else f"Ask the researcher about City{i}.")
+    return {"id": f"t{i}", "messages": [
+        {"role": "system", "name": "planner", "content": "You plan."},
+        {"role": "user", "content": f"What is the population of City{i}?"},
+        {"role": "assistant", "name": "planner", "content": plan},
+        {"role": "assistant", "name": "researcher", "content": "",
+         "tool_calls": [{"id": f"c{i}", "function": {"name": "lookup", "arguments": json.dumps({"city": f"City{i}"})}}]},
+        {"role": "tool", "name": "lookup", "tool_call_id": f"c{i}",
+         "content": f"City{i}: {wrong if fault == 'tool' else right} inhabitants."},
+        {"role": "assistant", "name": "researcher", "content": f"City{i} has {fig} inhabitants."},
+        {"role": "assistant", "name": "writer", "content": f"The answer: {fig} people live in City{i}."}]}
+
+
+def write_set(tmp_path, n: int = 12, by_input: bool = False):
+    """``n`` chat traces in one JSONL file and their expected answers (by id, or by the user's question)."""
+    src, exp = tmp_path / "chats.jsonl", tmp_path / "expected.jsonl"
+    src.write_text("".join(json.dumps(conv(i, FAULTS[i % 4])) + "\n" for i in range(n)))
+    exp.write_text("".join(json.dumps(({"input": f"What is the population of City{i}?"} if by_input else {"trace": f"t{i}"})
+                                      | {"expected": f"{1000 + i:,}"}) + "\n" for i in range(n)))
+    return src, exp
+
+
+# --- expected answers -------------------------------------------------------------------------------
+def test_answers_are_compared_normalised_and_the_differing_part_is_marked():
+    assert matches("1,234", "The population is 1234.") and matches("1234.0", "about 1,234 people")
+    assert matches("Paris", "The capital is PARIS!") and not matches("Paris, France", "Paris")
+    assert not matches("1,234", "The population is 9,999,999.")
+    assert wrong_text("1,234", "Lyon has 9,999,999 inhabitants, about 9 thousand.") == "9,999,999"
+    assert wrong_text("Paris", "The capital of France is Lyon.") == "Lyon"  # the last name it lacks
+    assert wrong_text("the blue box", "the red box") == "red"
+    c = check_answer("Paris France", "Paris")  # only leaves something out: nothing to mark, and said
+    assert not c.success and c.wrong is None and "leaves out 'france'" in c.note
+    c = check_answer("1,234", "It is 4,321.")
+    assert c.loss == 'the answer should be "1,234"; it says "It is 4,321."' and c.wrong == "4,321"
+    assert "empty" in check_answer("42", "").note
+
+
+def test_a_hostile_expected_file_is_one_line_per_problem(tmp_path):
+    f = tmp_path / "e.jsonl"
+    f.write_text("\n".join([json.dumps({"trace": "a", "expected": "1"}), "{cut", json.dumps(["a list"]),
+                            json.dumps({"expected": "2"}), json.dumps({"trace": "a", "expected": "3"}),
+                            json.dumps({"trace": "b", "expected": 4, "colour": "red"}), json.dumps({"trace": "c"})]))
+    book = read_book(f, "expected")
+    assert sorted(book.by_trace) == ["a", "b"] and book.by_trace["a"].expected == "1"  # the first line for a is used
+    w = book.warnings
+    assert len(w) == 6 and all("\n" not in x for x in w)
+    assert [int(x.split(":")[1]) for x in w] == [2, 3, 4, 5, 6, 7]
+    assert "not JSON" in w[0] and "again (first on line 1" in w[3] and "colour ignored" in w[4] and "no \"expected\"" in w[5]
+    for bad in ("", "{cut\n"):
+        f.write_text(bad)
+        with pytest.raises(ConfigError, match="expected"):
+            read_book(f, "expected")
+
+
+# --- the set, from Python ---------------------------------------------------------------------------
+def test_a_set_from_expected_answers_names_the_faulty_agents(tmp_path):
+    src, exp = write_set(tmp_path)
+    res = ag.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "R")
+    assert isinstance(res, ag.BlameSet) and isinstance(res.team, TeamVerdict)
+    assert [t.status for t in res.traces] == ["succeeded" if FAULTS[i % 4] is None else "blamed" for i in range(12)]
+    for i, t in enumerate(res.traces):
+        if t.status == "blamed":
+            assert t.wrong == f"{90000 + i:,}" and t.loss.startswith(f'the answer should be "{1000 + i:,}"')
+            assert t.methods["provenance"].repair == [REPAIR[FAULTS[i % 4]]]
+            assert t.methods["last"].agent == "writer"
+    p = res.team.methods["provenance"]
+    assert p.traces == 9 and [(s.agent, s.failures) for s in p.shares] == [("researcher", 6), ("planner", 3)]
+    assert p.share("researcher").low <= 2 / 3 <= p.share("researcher").high
+    assert res.team.methods["last"].shares[0].agent == "writer" and res.team.methods["last"].shares[0].share == 1.0
+    assert res.team.primary == "provenance" and res.team.repair == ["researcher", "planner"]
+    assert res.team.counts == {"blamed": 9, "succeeded": 3, "malformed": 0, "unblamed": 0}
+    # what was written: one line per trace, the team verdict, the blamed traces
+    lines = (tmp_path / "R" / "verdicts.jsonl").read_text().splitlines()
+    assert [TraceVerdict.from_dict(json.loads(x)) for x in lines] == res.traces
+    doc = json.loads((tmp_path / "R" / "blame.json").read_text())
+    assert doc["team"] == res.team.to_dict() and len(doc["blamed"]) == 9
+    assert sorted(p.name for p in (tmp_path / "R" / "traces").iterdir()) == sorted(f"t{i}.json" for i in range(12) if i % 4)
+
+
+def test_inputs_mappings_and_a_default_loss(tmp_path):
+    src, exp = write_set(tmp_path, 8, by_input=True)
+    by_input = bs.blame_set(src, expected=exp, methods=["provenance"])
+    assert by_input.team.counts["blamed"] == 6 and by_input.out is None
+    mapping = bs.blame_set(src, expected={f"t{i}": f"{1000 + i:,}" for i in range(4)}, loss="the figure is wrong",
+                           methods=["provenance"])
+    st = {t.trace: (t.status, t.loss) for t in mapping.traces}
+    assert st["t0"][0] == "succeeded" and st["t1"][1].startswith("the answer should be")
+    assert st["t5"] == ("blamed", "the figure is wrong")  # not in the mapping: the default loss
+    none = bs.blame_set(src, losses={"t1": {"loss": "wrong figure", "wrong": "90,001"}}, methods=["provenance"])
+    assert none.team.counts == {"blamed": 1, "succeeded": 0, "malformed": 0, "unblamed": 7}
+    assert none.traces[1].wrong == "90,001" and "no loss for it" in none.traces[0].reason
+    with pytest.raises(ConfigError, match="nothing says what went wrong"):
+        bs.blame_set(src, methods=["provenance"])
+
+
+def test_resume_after_an_interruption_redoes_no_trace(tmp_path):
+    src, exp = write_set(tmp_path)
+    whole = bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "A")
+    seen: list[str] = []
+
+    def stop_after_five(v, counts):
+        seen.append(v.trace)
+        if len(seen) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B", progress=stop_after_five)
+    with open(tmp_path / "B" / "verdicts.jsonl", "a") as f:
+        f.write('{"trace": "t5", "status": "bla')  # a line cut short by a kill
+    with pytest.raises(RunError, match="not empty"):
+        bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B")
+    with pytest.raises(ConfigError, match="methods="):
+        bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "B", resume=True)
+    again: list[str] = []
+    res = bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B", resume=True,
+                       progress=lambda v, c: again.append(v.trace))
+    assert again == [f"t{i}" for i in range(5, 12)] and res.resumed == 5
+    strip = lambda ts: [{**t.to_dict(), "seconds": 0} for t in ts]  # noqa: E731
+    assert strip(res.traces) == strip(whole.traces) and res.team.to_dict() == whole.team.to_dict()
+    lines = [json.loads(x) for x in (tmp_path / "B" / "verdicts.jsonl").read_text().splitlines() if x.endswith("}")]
+    assert sorted(x["trace"] for x in lines) == sorted(f"t{i}" for i in range(12))
+
+
+def test_malformed_traces_are_skipped_by_id_and_the_rest_go_on(tmp_path, monkeypatch):
+    src, exp = write_set(tmp_path, 8)
+    lines = src.read_text().splitlines()
+    lines[2] = json.dumps({"id": "t2", "messages": [{"role": "robot", "content": "beep"}]})
+    src.write_text("\n".join(lines) + "\n")
+    real = bs.blame_trace
+
+    def fails_on_t5(trace, *a, **k):
+        if trace.id == "t5":
+            raise ValueError("span 3 ends past its message")
+        return real(trace, *a, **k)
+
+    monkeypatch.setattr(bs, "blame_trace", fails_on_t5)
+    res = bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "R")
+    bad = {t.trace: t.reason for t in res.by_status("malformed")}
+    assert set(bad) == {"chats.jsonl:3", "t5"} and "role 'robot'" in bad["chats.jsonl:3"]
+    assert "span 3 ends past its message" in bad["t5"]
+    assert sorted(t.trace for t in res.by_status("blamed")) == ["t1", "t3", "t6", "t7"]
+
+
+def _span_lines(tmp_path, n: int):
+    """``n`` supervisor episodes as OTLP JSON, one export request per line (as the SDK's file exporter
+    writes them); the researcher's tool returned the wrong figure in each."""
+    out = []
+    for i in range(n):
+        w = SpanWriter()
+        supervisor_episode(w, f"{i:032x}", f"City{i}", "9,999,999")
+        out.append(json.dumps(w.export()))
+    return out
+
+
+def test_a_truncated_spans_file_and_a_folder_with_a_broken_file(tmp_path):
+    lines = _span_lines(tmp_path, 4)
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join(lines[:3] + [lines[3][: len(lines[3]) // 2]]))  # the last request cut short
+    exp = tmp_path / "expected.jsonl"
+    exp.write_text("".join(json.dumps({"trace": f"{i:032x}", "expected": f"{100 + i},000"}) + "\n" for i in range(4)))
+    res = bs.blame_set(f, expected=exp, methods=["provenance"])
+    assert [t.trace for t in res.by_status("blamed")] == [f"{i:032x}" for i in range(3)]
+    assert [(t.trace, t.status) for t in res.by_status("malformed")] == [("spans.jsonl:4", "malformed")]
+    assert all(t.methods["provenance"].repair == ["researcher"] for t in res.by_status("blamed"))
+    assert res.warnings == [f"{exp}:4: trace '{3:032x}' is not in the set (no trace has that id); skipped"]
+    d = tmp_path / "folder"
+    d.mkdir()
+    (d / "a.json").write_text(lines[0])
+    (d / "b.json").write_text(lines[1][:100])  # one request, cut: not a spans file at all
+    (d / "notes.txt").write_text("my notes")
+    res = bs.blame_set(d, loss="the population is wrong", wrong="9,999,999", methods=["provenance"])
+    assert [t.status for t in res.traces] == ["blamed", "malformed", "malformed"]
+    assert [t.trace for t in res.traces[1:]] == ["b.json", "notes.txt"]
+
+
+def test_nothing_is_overwritten(tmp_path):
+    src, exp = write_set(tmp_path, 4)
+    out = tmp_path / "R"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    with pytest.raises(RunError, match="not empty"):
+        bs.blame_set(src, expected=exp, methods=["provenance"], out=out)
+    with pytest.raises(ConfigError, match="no blame of a set"):
+        bs.blame_set(src, expected=exp, methods=["provenance"], out=out, resume=True)
+    with pytest.raises(RunError, match="would overwrite the input"):
+        bs.blame_set(tmp_path, expected=exp, methods=["provenance"], out=tmp_path, overwrite=True)
+    assert (out / "mine.txt").read_text() == "keep" and sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+
+def test_a_thousand_traces_model_free(tmp_path):
+    src, exp = write_set(tmp_path, 1000)
+    res = bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "R", resamples=500)
+    assert res.team.counts == {"blamed": 750, "succeeded": 250, "malformed": 0, "unblamed": 0}
+    p = res.team.methods["provenance"]
+    assert [(s.agent, s.failures) for s in p.shares] == [("researcher", 500), ("planner", 250)]
+    r = p.share("researcher")
+    assert r.low < 2 / 3 < r.high and r.high - r.low < 0.08  # n = 750: about +-0.034
+    assert len((tmp_path / "R" / "verdicts.jsonl").read_text().splitlines()) == 1000
+
+
+def test_the_default_method_with_a_tiny_scorer(tmp_path, tiny_llama):
+    src, exp = write_set(tmp_path, 3)
+    res = bs.blame_set(src, expected=exp, scorer=tiny_llama)
+    from agentgrad.blame.methods import DEFAULT_METHOD
+
+    assert list(res.team.methods) == [DEFAULT_METHOD, "provenance"] and res.team.primary == DEFAULT_METHOD
+    assert res.team.methods[DEFAULT_METHOD].traces == 2 and res.team.counts["succeeded"] == 1
+    assert all(len(t.methods[DEFAULT_METHOD].scores) == 2 for t in res.by_status("blamed"))
+
+
+# --- the command ------------------------------------------------------------------------------------
+def _blame(*args):
+    return CliRunner().invoke(app, ["blame", *map(str, args)], env=NARROW)
+
+
+def test_the_command_prints_the_team_table_whole_at_80_columns(tmp_path):
+    src, exp = write_set(tmp_path)
+    res = _blame(src, "--expected", exp, "--method", "provenance,last", "--out", tmp_path / "R")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "12 trace(s)" in out and "9 blamed, 3 succeeded, 0 malformed" in out
+    table = [x for x in out.splitlines() if x[:1] in "┏┃┡│└"]
+    assert len(table) == 7 and max(len(x) for x in table) <= 80  # the table whole, at 80 columns
+    cells = {r[0]: r[1:] for r in ([c.strip() for c in x.split("│")[1:-1]] for x in out.splitlines() if "│" in x)}
+    assert re.fullmatch(r"0\.67 \[0\.\d\d, [01]\.\d\d\]", cells["researcher"][0]) and cells["researcher"][2] == "1"
+    assert cells["writer"][1] == "1.00 [1.00, 1.00]" and cells["writer"][0] == "-" and cells["planner"][2] == "2"
+    assert "repair first (provenance): researcher, planner" in out
+    assert "researcher -> writer: 6 trace(s)" in out and "planner -> researcher -> writer: 3 trace(s)" in out
+    assert "succeeded: 3 skipped" in out and (tmp_path / "R" / "report.html").exists()
+    # the same again: refused; --resume does nothing more; a default loss in set mode
+    again = _blame(src, "--expected", exp, "--method", "provenance", "--out", tmp_path / "R")
+    assert again.exit_code == 1 and "pass --resume to go on" in str(again.exception)
+    resumed = _blame(src, "--expected", exp, "--method", "provenance,last", "--out", tmp_path / "R", "--resume")
+    assert resumed.exit_code == 0 and "12 finished before, not redone" in resumed.output
+
+
+def test_the_command_exits_non_zero_only_when_nothing_could_be_blamed(tmp_path, capsys):
+    src, exp = write_set(tmp_path, 4)
+    bad = tmp_path / "losses.jsonl"
+    bad.write_text(json.dumps({"trace": "nobody", "loss": "x"}) + "\n" + json.dumps({"trace": "nobody", "loss": "y"}))
+    assert main(["blame", str(src), "--losses", str(bad), "--method", "provenance", "--out", str(tmp_path / "R")]) == 1
+    out, err = capsys.readouterr()
+    assert "nothing could be blamed" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in out + err
+    assert "unblamed: 4 skipped" in out and "'nobody' again" in out and "is not in the set" in out
+    ok = _blame(src, "--losses", bad, "--loss", "the figure is wrong", "--method", "provenance", "--out", tmp_path / "S")
+    assert ok.exit_code == 0 and "4 blamed" in ok.output
+    assert main(["blame", str(src), "--method", "provenance", "--out", str(tmp_path / "T")]) == 2
+    assert "--loss is required for one trace" in capsys.readouterr().err
+    assert main(["blame", str(src), "--loss", "x", "--method", "provenance", "--out", str(tmp_path / "U")]) == 2
+    assert "--expected FILE" in capsys.readouterr().err
+    assert main(["blame", str(src), "--expected", str(exp), "--trace", "t1", "--out", str(tmp_path / "V")]) == 2
+    assert "--trace is for one trace" in capsys.readouterr().err
