@@ -10,32 +10,36 @@ written atomically. With ``trainer.test``, the starting and the final prompts ar
 loop on a held-out test split that no step reads (the figure to report: the gate's own validation
 questions chose the prompts). A run killed at any point resumes from its last checkpoint and, with
 deterministic backends, ends exactly as an uninterrupted run would.
+
+The loop reads and writes no file itself: it hands its values (prompts, checkpoints, a stopped
+step's finished samples, traces, attribution records, the final results) to the run store
+(:class:`agentgrad.runs.store.RunStore`), and puts prompts in the system for an evaluation only
+for as long as it runs (:func:`prompts_put`).
 """
 
 from __future__ import annotations
 
-import json
 import random
 import threading
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
-from agentgrad.attribution.io import attribution_record
 from agentgrad.attribution.scorer import Scorer
-from agentgrad.blame.backward import Trajectory, VerbalLoss, render_trajectories
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import DEFAULT_METHOD, edge_rule
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.agent import Prompt
 from agentgrad.core.system import System
-from agentgrad.core.files import safe_name, write_json_atomic
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError, ModelError, ServerUnreachableError, TraceError
+from agentgrad.optim.collected import Collected, collect, failure_record
 from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.optimizer import Failure, Optimizer, StepInput, TargetSource, render_feedback
 from agentgrad.optim.tasks import Task
-from agentgrad.runs.checkpoint import read_checkpoint, rng_state, save_prompts, set_rng_state, write_checkpoint
+from agentgrad.runs.checkpoint import rng_state, set_rng_state
 from agentgrad.runs.rundir import RunDir
 from agentgrad.runs.runner import run_jobs
+from agentgrad.runs.store import RunStore
 
 
 def get_prompts(system: System) -> dict[str, Prompt]:
@@ -48,44 +52,17 @@ def set_prompts(system: System, prompts: dict[str, str]) -> None:
         agents[name].prompt = agents[name].prompt.replace(text)  # type: ignore[union-attr]
 
 
-@dataclass
-class Collected:
-    """What one failed sample contributes to the next step."""
-
-    sample: str
-    trajectories: list[Trajectory]
-    loss: VerbalLoss
-    rendered: dict[str, str]  # agent -> this sample's trajectories through it, rendered
-    excerpts: dict[str, list[str]]  # agent -> its outputs on this sample's trajectories
-    agents: list[str]  # every agent that made a call in the failed episode
-    blamed: list[str] = field(default_factory=list)  # the agents the blame method puts at the top
-    pairs: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # agent -> (output, target)
-    # agent -> per call on the failure paths, (start, end, L1) of its prompt's tokens (prompt_weights)
-    prompt_scores: dict[str, list[list[tuple[int, int, float]]]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"sample": self.sample, "trajectories": [t.to_dict() for t in self.trajectories],
-                "loss": self.loss.to_dict(), "rendered": self.rendered, "excerpts": self.excerpts,
-                "agents": self.agents, "blamed": self.blamed, "pairs": self.pairs, "prompt_scores": self.prompt_scores}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Collected":
-        return cls(d["sample"], [Trajectory(t["nodes"], t["agents"], VerbalLoss.from_dict(t["loss"]))
-                                 for t in d["trajectories"]], VerbalLoss.from_dict(d["loss"]), d["rendered"],
-                   d["excerpts"], d["agents"], d["blamed"], {a: [tuple(p) for p in ps] for a, ps in d["pairs"].items()},
-                   {a: [[tuple(x) for x in c] for c in cs] for a, cs in d["prompt_scores"].items()})
-
-
-def prompt_scores(results: list[Any], trajectories: list[Trajectory]) -> dict[str, list[list[tuple[int, int, float]]]]:
-    """Per agent, for each of its calls on the trajectories: (start, end, L1) of its prompt's tokens
-    (characters of the prompt), from attributions scored with ``prompt_weights``; else nothing."""
-    by_node = {a.node_id: a for a in results}
-    out: dict[str, list[list[tuple[int, int, float]]]] = {}
-    for n in dict.fromkeys(n for t in trajectories for n in t.nodes):
-        a = by_node.get(n)
-        if a is not None and a.prompt is not None and a.prompt.l1:
-            out.setdefault(a.agent, []).append([(c[1], c[2], v) for c, v in zip(a.prompt.chars, a.prompt.l1) if c])
-    return out
+@contextmanager
+def prompts_put(system: System, prompts: dict[str, str]) -> Iterator[None]:
+    """``prompts`` (a name -> text of some agents) in ``system`` for the block, the old ones back after."""
+    agents = system.agents()
+    old = {n: agents[n].prompt for n in prompts}
+    try:
+        set_prompts(system, prompts)
+        yield
+    finally:
+        for n, p in old.items():
+            agents[n].prompt = p  # type: ignore[assignment]
 
 
 class Trainer:
@@ -96,7 +73,8 @@ class Trainer:
         scorer: the white-box scorer for attribution.
         optimizer: rewrites prompts (LLM or deterministic).
         cfg: samples, step size, seed, validation gate, rendering limits.
-        run_dir: where everything is written; ``RunDir(resume=True)`` to continue a run.
+        run_dir: where everything is written (through its :class:`RunStore`); ``RunDir(resume=True)``
+            to continue a run.
         method, top_k, max_paths: the blame method (any name of :mod:`agentgrad.blame.methods`), the
             edges its path walks keep per call, and the most trajectories per sample.
         judge: the :class:`~agentgrad.blame.judge.Judge` of the ``judge:*`` methods.
@@ -108,7 +86,8 @@ class Trainer:
                  method: str = DEFAULT_METHOD, top_k: int = 1, max_paths: int = 16, config_digest: str = "",
                  on_event: Callable[[dict[str, Any]], None] | None = None, concurrency: int | None = None,
                  judge: Any = None):
-        self.task, self.scorer, self.optimizer, self.cfg, self.run_dir = task, scorer, optimizer, cfg, run_dir
+        self.task, self.scorer, self.optimizer, self.cfg = task, scorer, optimizer, cfg
+        self.store = RunStore(run_dir)
         self.concurrency = max(1, concurrency if concurrency is not None else cfg.concurrency)
         self._scorer_lock = threading.Lock()  # one attribution at a time: the scorer's prefix cache is shared
         self.method, self.top_k, self.max_paths, self.judge = method, top_k, max_paths, judge
@@ -131,24 +110,29 @@ class Trainer:
                                   f"give every example a distinct id")
             seen[sid] = i
             run_dir.names.claim(sid)  # refuses two ids that would share a file name
-    # --- paths and events -------------------------------------------------------------------
+
+    # --- events and prompts -------------------------------------------------------------------
     def log(self, event: str, **fields: Any) -> None:
-        record = self.run_dir.log(event, **fields)
+        record = self.store.log(event, **fields)
         if self.on_event:
             self.on_event(record)
+
+    def prompts(self) -> dict[str, str]:
+        """The system's current prompts, by agent."""
+        return {n: p.text for n, p in get_prompts(self.system).items()}
 
     # --- state --------------------------------------------------------------------------------
     def _state(self, next_sample: int, step: int, val_score: float | None, history: list, scores: dict,
                accepted: int, rejected: int) -> dict[str, Any]:
         return {
             "config": self.digest, "next_sample": next_sample, "step": step,
-            "prompts": {n: p.text for n, p in get_prompts(self.system).items()}, "val_score": val_score,
+            "prompts": self.prompts(), "val_score": val_score,
             "history": history, "train_scores": scores, "accepted": accepted, "rejected": rejected,
             "rng": rng_state(self.rng),
         }
 
     def _load(self) -> dict[str, Any] | None:
-        state = read_checkpoint(self.run_dir.path, self.digest)
+        state = self.store.checkpoint(self.digest)
         if state is None:
             return None
         set_rng_state(self.rng, state["rng"])
@@ -170,7 +154,7 @@ class Trainer:
         score = self.task.metric(example, ep.output, ep.trace)
         loss = self.task.loss(example, ep.output, ep.trace, score)
         collected = self._learn(sid, ep.trace, loss, score, seed) if loss is not None else None
-        ep.trace.save(self.run_dir.sample_path("traces", sid))
+        self.store.save_trace(sid, ep.trace)
         return score.value, collected, ("sample", {
             "sample": sid, "score": score.value, "passed": score.passed,
             "blamed": sorted(collected.blamed) if collected else []})
@@ -207,27 +191,12 @@ class Trainer:
         """What a failed sample teaches: blame, trajectories, targets; its attribution record written."""
         loss.attach(trace)
         results, graph, outcome, blame_error = self._blame(trace, loss, seed)
-        trajs = outcome.trajectories if outcome else []
-        trace_rel = self.run_dir.sample_path("traces", sid).relative_to(self.run_dir.path).as_posix()
-        record = attribution_record(trace, results, graph, self.scorer, self.method, self.top_k, seed,
-                                    trace_rel, self.weight)
-        record["loss"] = loss.to_dict()
-        record["score"] = score.value  # what agentgrad.blame.credit splits
-        record["trajectories"] = [t.to_dict() for t in trajs]
-        record["blame"] = outcome.to_dict() if outcome else {"method": self.method, "error": blame_error}
+        record = failure_record(trace, results, graph, outcome, blame_error, loss, score.value, self.scorer,
+                                self.method, self.top_k, seed, self.store.trace_path(sid), self.weight)
         pairs = self._targets(trace, outcome, loss, record)
-        write_json_atomic(self.run_dir.sample_path("attribution", sid), record)
-        excerpts: dict[str, list[str]] = {}
-        for t in trajs:
-            for n in t.nodes:
-                node = trace.nodes[n]
-                if node.kind == "call":
-                    excerpts.setdefault(node.name, []).append(node.text)
-        rendered = {a: render_trajectories(trace, [t for t in trajs if a in t.agents],
-                                           self.cfg.render.max_node_chars, self.cfg.render.max_chars)
-                    for a in excerpts}
-        return Collected(sid, trajs, loss, rendered, excerpts, sorted({n.name for n in trace.calls()}),
-                         outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
+        self.store.save_attribution(sid, record)
+        return collect(sid, trace, loss, outcome, results, pairs, self.cfg.render.max_node_chars,
+                       self.cfg.render.max_chars)
 
     def _map(self, fn: Callable[[Any], Any], items: list[Any], phase: str | None = None) -> list[Any]:
         """``fn`` over ``items``, ``concurrency`` at a time, results in the items' order; with a ``phase``,
@@ -248,47 +217,34 @@ class Trainer:
         seeds = [self.rng.randrange(2**31) for _ in examples]  # drawn for every sample: the sequence never shifts
         results = self._map(lambda job: self._kept_sample(*job), list(zip(examples, seeds)))
         for ex, (value, collected, event) in zip(examples, results):
-            d = self._read_pending(ex)
-            if d is not None and d.get("logged"):
+            kept = self.store.pending(str(ex["id"]))
+            if kept is not None and kept.get("logged"):
                 continue  # logged before the stop
             self.log(event[0], **event[1])
-            if d is not None:
-                write_json_atomic(self._pending(ex), {**d, "logged": True})
+            if kept is not None:
+                self.store.keep_pending(str(ex["id"]), {**kept, "logged": True})
         return [(value, collected) for value, collected, _ in results]
 
-    # a sample finished before a stop (Ctrl-C during the step's other samples, its optimizer or its
-    # validation) is kept in pending/ until the step's checkpoint, and a resumed run reads it back
-    # instead of running it again (the seeds are drawn again in the same order from the checkpoint)
-    def _pending(self, example: dict[str, Any]) -> Any:
-        return self.run_dir.path / "pending" / (safe_name(str(example["id"])) + ".json")
-
-    def _read_pending(self, example: dict[str, Any]) -> dict[str, Any] | None:
-        path = self._pending(example)
-        try:
-            d = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        except (OSError, ValueError):
-            return None  # unreadable: the sample runs again
-        return d if isinstance(d, dict) else None
-
     def _kept_sample(self, example: dict[str, Any], seed: int) -> tuple[float, Collected | None, tuple]:
-        d = self._read_pending(example)
+        """A sample kept from before a stop (the store's pending work: the seeds are drawn again in the
+        same order from the checkpoint), else :meth:`_sample`'s run of it, kept until the step's checkpoint."""
+        sid = str(example["id"])
+        d = self.store.pending(sid)
         if d is not None and d.get("seed") == seed:
             try:
                 return d["value"], Collected.from_dict(d["collected"]) if d["collected"] else None, tuple(d["event"])
             except (KeyError, TypeError, ValueError):
                 pass
         value, collected, event = self._sample(example, seed)
-        write_json_atomic(self._pending(example), {"seed": seed, "value": value, "logged": False, "event": list(event),
-                                                   "collected": collected.to_dict() if collected else None})
+        self.store.keep_pending(sid, {"seed": seed, "value": value, "logged": False, "event": list(event),
+                                      "collected": collected.to_dict() if collected else None})
         return value, collected, event
 
-    def _drop_pending(self, examples: list[dict[str, Any]]) -> None:
-        for ex in examples:
-            self._pending(ex).unlink(missing_ok=True)
-
-    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None) -> float:
-        """Mean metric of the current prompts over ``examples`` (no attribution), concurrently; ``phase``
-        names it in the progress events (``validation``, ``test, starting prompts``, ...)."""
+    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None,
+                 prompts: dict[str, str] | None = None) -> float:
+        """Mean metric over ``examples`` (no attribution), concurrently, of the current prompts with
+        ``prompts`` (some agents' texts) in place for this evaluation only; ``phase`` names it in the
+        progress events (``validation``, ``test, starting prompts``, ...)."""
         if not examples:
             return 0.0
 
@@ -301,7 +257,8 @@ class Trainer:
             except AgentgradError:
                 return 0.0
 
-        return sum(self._map(one, examples, phase)) / len(examples)
+        with prompts_put(self.system, prompts or {}):
+            return sum(self._map(one, examples, phase)) / len(examples)
 
     # --- one step -------------------------------------------------------------------------------
     def step(self, step: int, batch: list[Collected], scores: list[float], val_score: float | None,
@@ -338,14 +295,12 @@ class Trainer:
                      errors=res.errors, unconstrained=res.unconstrained)
             history.append({"step": step, "agents": [], "before": val_score, "after": val_score, "accepted": False})
             return None, val_score
-        old = {n: p.text for n, p in prompts.items()}
-        set_prompts(self.system, res.prompts)
         accepted, new_val = True, val_score
-        if self.cfg.validation:
-            new_val = self.evaluate(self.val, "validation of the new prompts")
+        if self.cfg.validation:  # the new prompts in place for the gate only; rejected, the old ones stay
+            new_val = self.evaluate(self.val, "validation of the new prompts", res.prompts)
             accepted = self.cfg.validation.accepts(val_score or 0.0, new_val)
-            if not accepted:
-                set_prompts(self.system, {n: old[n] for n in res.prompts})  # rejected: the old prompts back
+        if accepted:
+            set_prompts(self.system, res.prompts)
         updated = sorted(res.prompts) if accepted else []
         rejected = {} if accepted else {"proposed": dict(res.prompts)}  # a rejected rewrite is kept in the log
         self.log("step", **summary, accepted=accepted, updated=updated, relevant=relevant,
@@ -355,7 +310,7 @@ class Trainer:
         history.append({"step": step, "agents": sorted(res.prompts), "before": val_score, "after": new_val,
                         "accepted": accepted, "notes": res.notes})
         if accepted:
-            save_prompts(self.run_dir.path, step, {n: p.text for n, p in get_prompts(self.system).items()})
+            self.store.save_prompts(step, self.prompts())
             return True, new_val
         return False, val_score
 
@@ -365,8 +320,8 @@ class Trainer:
         if state is None:
             val_score = self.evaluate(self.val, "validation of the starting prompts") if self.val else None
             state = self._state(0, 0, val_score, [], {}, 0, 0)
-            save_prompts(self.run_dir.path, 0, state["prompts"])
-            write_checkpoint(self.run_dir.path, state)
+            self.store.save_prompts(0, state["prompts"])
+            self.store.save_checkpoint(state)
             self.log("train_started", samples=len(self.train), step_every=self.cfg.step_every, val_score=val_score)
         else:
             self.log("resumed", next_sample=state["next_sample"], step=state["step"])
@@ -387,10 +342,10 @@ class Trainer:
             accepted += verdict is True
             rejected += verdict is False
             i += len(batch_examples)
-            write_checkpoint(self.run_dir.path, self._state(i, step, val_score, history, scores, accepted, rejected))
-            self._drop_pending(batch_examples)
+            self.store.save_checkpoint(self._state(i, step, val_score, history, scores, accepted, rejected))
+            self.store.drop_pending(str(ex["id"]) for ex in batch_examples)
         final = {
-            "prompts": {n: p.text for n, p in get_prompts(self.system).items()},
+            "prompts": self.prompts(),
             "train_scores": scores,
             "train_score": sum(scores.values()) / max(len(scores), 1),
             "val_score": val_score,
@@ -400,7 +355,7 @@ class Trainer:
         }
         if self.cfg.test:
             final.update(self.test_scores(final["prompts"]))
-        write_json_atomic(self.run_dir.path / "final.json", final)
+        self.store.save_final(final)
         self.log("train_finished", steps=step, accepted=accepted, rejected=rejected,
                  train_score=final["train_score"], val_score=val_score,
                  **{k: final[k] for k in ("test_before", "test_after", "test_size") if k in final})
@@ -408,10 +363,7 @@ class Trainer:
 
     def test_scores(self, prompts: dict[str, str]) -> dict[str, Any]:
         """The held-out test split (``trainer.test``), read by nothing that chose a prompt: the
-        starting prompts' score and the final prompts' score on it."""
-        start = json.loads((self.run_dir.path / "prompts" / "step-0000.json").read_text(encoding="utf-8"))
-        set_prompts(self.system, start)
-        before = self.evaluate(self.test, "held-out test, starting prompts")
-        set_prompts(self.system, prompts)
-        after = self.evaluate(self.test, "held-out test, final prompts")
+        starting prompts' score (the store's step 0) and the score of ``prompts`` on it."""
+        before = self.evaluate(self.test, "held-out test, starting prompts", self.store.prompts(0))
+        after = self.evaluate(self.test, "held-out test, final prompts", prompts)
         return {"test_before": before, "test_after": after, "test_size": len(self.test)}

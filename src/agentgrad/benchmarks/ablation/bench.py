@@ -58,7 +58,7 @@ from agentgrad.optim.config import TrainerConfig
 from agentgrad.optim.edit import LINE_RULES, NEUTRAL_LINES, EditOptimizer, NoopOptimizer, RandomLineOptimizer
 from agentgrad.optim.targets import optimizer_for
 from agentgrad.optim.tasks import LookupTask
-from agentgrad.optim.trainer import Trainer, get_prompts, set_prompts
+from agentgrad.optim.trainer import Trainer, set_prompts
 from agentgrad.runs.rundir import RunDir
 
 ARMS = {"noop": "random", "random_line": "random", "gbc": DEFAULT_METHOD, "paper": "gbc:mean_l1:whole:path",
@@ -85,10 +85,11 @@ class _GatedTrainer(Trainer):
         super().__init__(*args, **kwargs)
         self._gate = gate
 
-    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None) -> float:
+    def evaluate(self, examples: list[dict[str, Any]], phase: str | None = None,
+                 prompts: dict[str, str] | None = None) -> float:
         if examples and examples is self.val:
-            return self._gate({n: p.text for n, p in get_prompts(self.system).items()})
-        return super().evaluate(examples, phase)
+            return self._gate({**self.prompts(), **(prompts or {})})
+        return super().evaluate(examples, phase, prompts)
 
 
 def _bits(values: list[float]) -> str:
@@ -252,7 +253,7 @@ class Ablation:
         trainer = _GatedTrainer(task, self.scorer, self.optimizer(arm, seed), tcfg, RunDir(path, resume=resume),
                                 method, config_digest=digest,
                                 gate=lambda prompts: self.score(case, prompts, "val", self.val_size))
-        initial = {n: a.prompt.text for n, a in trainer.system.agents().items()}  # type: ignore[union-attr]
+        initial = trainer.prompts()
         final = trainer.fit()
         per_step, named, precise, curve, notes = [], [], [], [], []
         prompts, failed, val = dict(initial), [], []
@@ -270,8 +271,7 @@ class Ablation:
                 notes.append({"step": e["step"], "accepted": e.get("accepted"), "notes": e.get("notes", []),
                               "val_before": e.get("val_before"), "val_after": e.get("val_after")})
                 if e.get("accepted"):
-                    step_file = path / "prompts" / f"step-{e['step']:04d}.json"
-                    prompts = json.loads(step_file.read_text(encoding="utf-8"))
+                    prompts = trainer.store.prompts(e["step"])
                 curve.append(self.score(case, prompts, "test"))
         after = self.vector(case, final["prompts"], "test")
         blind = arm in NULL_ARMS
