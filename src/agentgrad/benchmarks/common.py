@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from agentgrad.core.config import SystemConfig, apply_model_override, read_yaml, validate
-from agentgrad.core.agent import Agent, Prompt
-from agentgrad.core.tools import Tool
 from agentgrad.errors import ConfigError
-from agentgrad.core.model import GenerationSettings, LanguageModel
+from agentgrad.core.model import LanguageModel
 from agentgrad.models.registry import create_model
+from agentgrad.runs.graph_system import build_agents as build_agents  # the benchmarks' systems build with it
 
 
 def load_prompts(benchmark: str, system: str, path: str | Path | None = None) -> SystemConfig:
@@ -35,20 +34,6 @@ def apply_overrides(cfg: SystemConfig, overrides: list[str]) -> None:
 
 def create_models(cfg: SystemConfig, names: list[str] | None = None) -> dict[str, LanguageModel]:
     return {n: create_model(n, s.backend, **s.options()) for n, s in cfg.models.items() if names is None or n in names}
-
-
-def build_agents(cfg: SystemConfig, models: dict[str, LanguageModel],
-                 tools_for: Callable[[str], list[Tool]] = lambda name: []) -> dict[str, Agent]:
-    """One :class:`Agent` per entry of ``cfg.agents``, with the tools ``tools_for(name)`` gives."""
-    agents = {}
-    for name, spec in cfg.agents.items():
-        if spec.model not in models:
-            raise ConfigError(f"agent {name!r} uses model {spec.model!r}, which is not defined under models "
-                              f"(defined: {', '.join(models) or 'none'})")
-        settings = GenerationSettings.model_validate(cfg.settings.model_dump() | spec.settings)
-        agents[name] = Agent(name, Prompt(spec.prompt, tuple(spec.protected)), models[spec.model], tools_for(name),
-                             settings, spec.template, spec.max_tool_rounds, spec.model, spec.parallel_tool_calls)
-    return agents
 
 
 def require_agents(cfg: SystemConfig, names: list[str], where: str) -> None:
