@@ -19,10 +19,11 @@ def started_on_demand(label: str) -> tuple[Any, Callable[..., None], Callable[[A
     """A progress display that shows once the library says the work starts (after a spinner of its
     own, say, while a model loads): (the display, ``on_start(total=None)``, ``advance(record)``)."""
     progress = progress_bar()
-    bar = progress.add_task(label, total=None)
+    bar = progress.add_task(label, total=None, start=False)  # its clock starts with the work
 
     def on_start(total: Optional[int] = None) -> None:
         progress.update(bar, total=total)
+        progress.start_task(bar)
         progress.start()
 
     return progress, on_start, lambda record: progress.advance(bar)
