@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 from agentgrad import Agent, ContextLengthError, RegistryError, Trace
 from agentgrad.attribution import AttributionGraph, Scorer
 from agentgrad.attribution.render import render_call
-from agentgrad.attribution.scorer import rewrap_cache
+from agentgrad.models.kvcache import PrefixCache, rewrap_cache
 from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.tiny import build_tiny_model
@@ -110,7 +110,7 @@ def test_cache_is_never_mutated(tiny_llama):
     sc = Scorer(str(tiny_llama))
     tr = pipeline_trace(tiny_llama)
     sc.attribute(tr)
-    key, cache = next(iter(sc._cache.items()))
+    key, cache = next(iter(sc.prefixes.entries.items()))
     before = [(l.keys.clone(), l.values.clone()) for l in cache.layers]
     length = cache.get_seq_length()
     assert length == len(key)
@@ -320,10 +320,11 @@ def test_graph_roundtrip(tmp_path, tiny_llama):
 def test_cache_bounds_and_checkpointing_refused(tiny_llama):
     sc = Scorer(str(tiny_llama), cache_size=2)
     sc.attribute(pipeline_trace(tiny_llama))  # three agents, three prefixes
-    assert len(sc._cache) == 2 and sc.cache_stats["misses"] == 3
+    assert type(sc.prefixes) is PrefixCache  # the one prefix cache, generation's too (models/kvcache.py)
+    assert len(sc.prefixes) == 2 and sc.cache_stats["misses"] == 3
     tiny_bytes = Scorer(str(tiny_llama), cache_bytes=1)
     tiny_bytes.attribute(pipeline_trace(tiny_llama))
-    assert len(tiny_bytes._cache) == 1  # the newest is always kept
+    assert len(tiny_bytes.prefixes) == 1  # the newest is always kept
     model = AutoModelForCausalLM.from_pretrained(tiny_llama)
     enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
     enable()

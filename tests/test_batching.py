@@ -81,18 +81,46 @@ def test_the_prefix_cache_keeps_to_its_budget(model):
     cache.max_bytes = int(one * 2.5)  # room for two prompts
     for q in QUESTIONS:
         model.generate(msgs(q), None, s)
-    assert 0 < cache.bytes <= cache.max_bytes and len(cache._entries) <= 2
+    assert 0 < cache.bytes <= cache.max_bytes and len(cache) <= 2
     # the bytes counted are the bytes held: no entry is a view into a larger (padded batch) tensor
     from agentgrad.models.batching import Row
+    from agentgrad.models.kvcache import layers_kv
 
     cache.clear()
     cache.max_bytes = 2**30
     model.batcher._prefill([Row(list(range(5, 25)), 4, ()), Row(list(range(30, 42)), 4, ())])  # two rows, padded
-    assert len(cache._entries) == 2
-    for kv in cache._entries.values():
-        for k, v in kv:
+    assert len(cache) == 2
+    for entry in cache.entries.values():
+        for k, v in layers_kv(entry):
             assert k.untyped_storage().nbytes() == k.numel() * k.element_size()
             assert v.untyped_storage().nbytes() == v.numel() * v.element_size()
+
+
+def test_the_one_prefix_cache_matches_exactly_or_by_longest_prefix_and_never_hands_out_its_own_tensors():
+    import torch
+
+    from agentgrad.models.kvcache import PrefixCache, layers_kv
+
+    def kv(n, fill):  # two layers of (1, H=2, T=n, D=3)
+        return [(torch.full((1, 2, n, 3), fill), torch.full((1, 2, n, 3), -fill)) for _ in range(2)]
+
+    cache = PrefixCache(max_bytes=2 * 2 * 2 * 10 * 3 * 4 * 2, max_entries=3, min_tokens=4)  # room for 2 x 10 tokens
+    cache.add(list(range(10)), kv(10, 1.0))
+    assert cache.get(tuple(range(9))) is None and cache.longest([0, 1, 2, 9, 9]) == (0, None)  # exact; min_tokens
+    p, past = cache.longest(list(range(6)) + [50, 51])
+    assert p == 6 and past[0][0].shape == (1, 2, 6, 3) and bool((past[1][1] == -1.0).all())
+    assert cache.longest(list(range(10)))[0] == 9  # one token short of the whole: the last is computed
+    got = cache.get(tuple(range(10)))
+    got.layers[0].keys = torch.zeros(1)  # what a model's update does to its cache: the kept one is untouched
+    assert layers_kv(cache.entries[tuple(range(10))])[0][0].shape == (1, 2, 10, 3)
+    assert cache.stats == {"hits": 3, "misses": 2} and cache.reused_tokens == 6 + 9 + 10
+    cache.add(list(range(100, 110)), kv(10, 2.0))
+    cache.add(list(range(200, 205)), kv(5, 3.0))  # over the byte budget: the least recently used goes
+    assert list(cache.entries) == [tuple(range(100, 110)), tuple(range(200, 205))] and cache.bytes <= cache.max_bytes
+    cache.add(list(range(300, 340)), kv(40, 4.0))  # bigger than the whole budget: it alone stays
+    assert list(cache.entries) == [tuple(range(300, 340))] and len(cache) == 1
+    cache.clear()
+    assert len(cache) == 0 and cache.bytes == 0 and cache.stats["hits"] == 3
 
 
 def test_stop_strings_end_a_row_as_generate_does(model):

@@ -8,7 +8,7 @@ from typing import Any
 from agentgrad.attribution.records import NodeAttribution
 from agentgrad.attribution.render import RenderedCall
 from agentgrad.core.trace import Node, Trace
-from agentgrad.models.batching import cache_kwarg
+from agentgrad.models.kvcache import cache_kwarg, expand_cache
 
 
 class BatchMixin:
@@ -69,9 +69,7 @@ class BatchMixin:
         B = len(calls)
         ids0 = torch.tensor(calls[0][0].input_ids, device=self.device)
         past, hit = self.prefix_cache(ids0[:start])
-        for layer in past.layers:  # the one stored prefix, seen by every row (no copy)
-            layer.keys = layer.keys.expand(B, *layer.keys.shape[1:])
-            layer.values = layer.values.expand(B, *layer.values.shape[1:])
+        expand_cache(past, B)  # the one stored prefix, seen by every row (no copy)
         lens = [len(r.input_ids) - start for r, _ in calls]
         L = max(lens)
         pad = getattr(self.tokenizer, "pad_token_id", None) or 0

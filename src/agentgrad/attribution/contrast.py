@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentgrad.attribution.prefix import rewrap_cache
 from agentgrad.errors import ConfigError
-from agentgrad.models.batching import cache_kwarg, output_cache
+from agentgrad.models.kvcache import cache_kwarg, output_cache, rewrap_cache
 
 
 def reference_tokens(tokenizer: Any, r: Any, target_chars: list[tuple[int, int]] | None,

@@ -7,7 +7,7 @@ from typing import Any, Callable
 from agentgrad.attribution.forward import ForwardPass
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.core.trace import Node, Trace
-from agentgrad.models.batching import cache_kwarg, output_cache
+from agentgrad.models.kvcache import cache_kwarg, dynamic_cache, layers_kv, output_cache
 
 
 class OcclusionMixin:
@@ -71,7 +71,6 @@ class OcclusionMixin:
         through the model than one batch of whole variants (a source late in the prompt costs only
         the tokens after it)."""
         import torch
-        from transformers import DynamicCache
 
         keep = o_e - o_s + 1
         x = torch.tensor(variants[0], device=self.device)[None]  # (1, T)
@@ -87,7 +86,7 @@ class OcclusionMixin:
         else:
             with torch.no_grad():
                 out = self.model(input_ids=x, use_cache=True, logits_to_keep=keep)
-            kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]  # (1, H, T, D) each
+            kv = layers_kv(output_cache(out))  # (1, H, T, D) each
             base = logp(out.logits, x[:, o_s:o_e])
         rows: list[list[float]] = [base] + [[] for _ in sources]
         starts = [min(a for a, _ in r.source_ranges[src]) for src in sources]  # before it, nothing changed
@@ -96,9 +95,8 @@ class OcclusionMixin:
             start = starts[g[0]]  # the group's earliest occlusion: every row of it is recomputed from there
             xi = torch.tensor([variants[1 + i][start:] for i in g], device=self.device)  # (B, T - start)
             pos = torch.arange(start, len(variants[0]), device=self.device)[None].expand(len(g), -1)  # (B, T - start)
-            past = DynamicCache(ddp_cache_data=[(k[:, :, :start].expand(len(g), -1, -1, -1),
-                                                 v[:, :, :start].expand(len(g), -1, -1, -1)) for k, v in kv]) \
-                if start else None
+            past = dynamic_cache([(k[:, :, :start].expand(len(g), -1, -1, -1),  # (B, H, start, D) each
+                                   v[:, :, :start].expand(len(g), -1, -1, -1)) for k, v in kv]) if start else None
             with torch.no_grad():
                 o = self.model(input_ids=xi, position_ids=pos, logits_to_keep=keep, use_cache=past is not None,
                                **({cache_kwarg(self.model): past} if past is not None else {}))

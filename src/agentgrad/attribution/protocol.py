@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from agentgrad.attribution.graph import AttributionGraph
     from agentgrad.attribution.render import RenderedCall
-    from agentgrad.attribution.scorer import NodeAttribution
+    from agentgrad.attribution.records import NodeAttribution
     from agentgrad.core.trace import Node, Trace
 
 CAPABILITIES = ("keep", "contrast", "occlusion", "batch")

@@ -18,7 +18,8 @@ backward pass, not a forward and a backward; occlusion starts from the kept pass
 and output log-probabilities instead of running the unoccluded call again.
 
 The same arithmetic without any of this: :mod:`agentgrad.attribution.gbc` (the reference). Beside
-this module: ``records``, ``prefix`` (the cache), ``batch``, ``occlusion``, ``forward`` (a kept pass).
+this module: ``records``, ``batch``, ``occlusion``, ``forward`` (a kept pass); the prefix cache is
+:mod:`agentgrad.models.kvcache`'s, which generation's is too.
 """
 
 from __future__ import annotations
@@ -32,15 +33,14 @@ from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
 from agentgrad.attribution.forward import ForwardPass
 from agentgrad.attribution.graph import AttributionGraph
 from agentgrad.attribution.occlusion import OcclusionMixin
-from agentgrad.attribution.prefix import PrefixCache, rewrap_cache  # noqa: F401 (rewrap_cache: imported from here)
 from agentgrad.attribution.protocol import CAPABILITIES
 from agentgrad.attribution.records import NodeAttribution, PreparedCall, SourceAttribution, build_graph, token_runs
 from agentgrad.attribution.render import RenderedCall, render_call
 from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
-from agentgrad.models.batching import cache_kwarg, output_cache, plain_kv_cache
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
+from agentgrad.models.kvcache import PrefixCache, cache_kwarg, layers_kv, output_cache, plain_kv_cache
 
 
 class Scorer(BatchMixin, OcclusionMixin):
@@ -111,8 +111,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         self.mode = mode
         self.on_too_long = on_too_long
         self.max_context = context_length(model, tokenizer, max_context)
-        self.prefixes = PrefixCache(cache_size, cache_bytes)  # prefix token ids -> no-grad key/value cache
-        self._cache = self.prefixes.entries
+        self.prefixes = PrefixCache(cache_bytes, cache_size)  # prefix token ids -> no-grad key/value cache
         self.cache_stats = self.prefixes.stats
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
@@ -139,8 +138,8 @@ class Scorer(BatchMixin, OcclusionMixin):
         return next(self.model.parameters()).device
 
     # the prefix cache's bounds (entries, bytes), read and set through the scorer
-    cache_size = property(lambda self: self.prefixes.size, lambda self, n: setattr(self.prefixes, "size", n))
-    cache_bytes = property(lambda self: self.prefixes.nbytes, lambda self, n: setattr(self.prefixes, "nbytes", n))
+    cache_size = property(lambda self: self.prefixes.max_entries, lambda self, n: setattr(self.prefixes, "max_entries", n))
+    cache_bytes = property(lambda self: self.prefixes.max_bytes, lambda self, n: setattr(self.prefixes, "max_bytes", n))
 
     # --- one call -------------------------------------------------------------------------
     def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
@@ -296,10 +295,11 @@ class Scorer(BatchMixin, OcclusionMixin):
             logits = out.logits[0, :-1].float()  # (n_out, V): predictions of tokens o_s .. o_e - 1
             token_lp = logits.log_softmax(-1).gather(-1, ids[o_s:o_e][:, None])[:, 0]  # (n_out,)
         cache = output_cache(out) if keep or merged else None
-        if merged:
-            self.prefixes.keep(tuple(r.input_ids[:start]), [(l.keys[:, :, :start], l.values[:, :, :start])
-                                                            for l in cache.layers])
-        kv = [(layer.keys.detach(), layer.values.detach()) for layer in cache.layers] \
+        if merged:  # the prefix ran in this pass: kept as a miss would have kept it (detached, copied)
+            self.prefixes.stats["misses"] += 1
+            self.prefixes.add(r.input_ids[:start], [(k[:, :, :start].detach(), v[:, :, :start].detach())
+                                                    for k, v in layers_kv(cache)])
+        kv = [(k.detach(), v.detach()) for k, v in layers_kv(cache)] \
             if keep and self._plain_kv and cache is not None else []
         for pair in kv:
             for t in pair:
@@ -338,9 +338,10 @@ class Scorer(BatchMixin, OcclusionMixin):
         return None
 
     def prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
-        """The no-grad key/value cache of ``prefix`` ((P,) token ids), re-wrapped for one use, and
-        whether it was kept from an earlier call (:class:`agentgrad.attribution.prefix.PrefixCache`)."""
-        return self.prefixes.get(self.model, prefix)
+        """The no-grad key/value cache of ``prefix`` ((P,) token ids), re-wrapped for one use so that
+        the kept one is never mutated, and whether it was kept from an earlier call
+        (:meth:`agentgrad.models.kvcache.PrefixCache.prefill`); on a miss the model runs it once."""
+        return self.prefixes.prefill(self.model, prefix)
 
     def _output_logprobs(self, ids: list[int], o_s: int, o_e: int) -> Any:
         """log p of tokens ``o_s .. o_e - 1`` of ``ids``, each given the tokens before it (no gradients)."""

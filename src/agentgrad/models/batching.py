@@ -14,19 +14,20 @@ the batch (up to float rounding of the batched matrix products). A row may carry
 constraint (:mod:`agentgrad.models.constrain`): its logits are masked before its choice, other
 rows' are not, so constrained and free calls share the batch. Models whose cache is not a plain
 per-layer key/value store (sliding-window layers, for one) are not batched this way:
-:func:`supports_continuous_batching` says which.
+:func:`supports_continuous_batching` says which. The caches themselves (the prompts' prefix cache,
+transformers' cache objects) are :mod:`agentgrad.models.kvcache`'s.
 """
 
 from __future__ import annotations
 
 import atexit
-import inspect
 import threading
 import weakref
 from collections import deque
 from typing import Any
 
 from agentgrad.errors import ModelError
+from agentgrad.models.kvcache import PrefixCache, cache_kwarg, dynamic_cache, layers_kv, output_cache, plain_kv_cache
 
 _LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()  # batchers whose worker ran
 
@@ -35,18 +36,6 @@ _LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()  # batchers whos
 def _close_all() -> None:
     for batcher in list(_LIVE):
         batcher.close()
-
-
-def cache_kwarg(model: Any) -> str:
-    """The name ``model.forward`` takes a key/value cache under: ``cache`` from transformers 5.24
-    (which warns on the old name), ``past_key_values`` before."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-
-
-def output_cache(out: Any) -> Any:
-    """The key/value cache a forward pass returned, under either transformers name."""
-    cache = getattr(out, "cache", None)
-    return cache if cache is not None else out.past_key_values
 
 
 def _inference() -> Any:
@@ -74,75 +63,10 @@ def greedy_suppressed(model: Any) -> list[int] | None:
     return sorted({int(t) for p in procs for t in p.suppress_tokens.tolist()})
 
 
-def plain_kv_cache(model: Any) -> bool:
-    """Whether ``model``'s key/value cache is a plain per-layer store (keys and values of every
-    position, no sliding window), which can be sliced by position and merged across rows."""
-    try:
-        from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer
-
-        cache = DynamicCache(config=model.config)
-        return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
-    except Exception:  # an architecture the check cannot build a cache for
-        return False
-
-
 def supports_continuous_batching(model: Any) -> bool:
     """Whether rows of ``model`` can be merged into one cache (:func:`plain_kv_cache`) and greedy
     decoding under its generation config is an argmax (with suppressed tokens at most)."""
     return plain_kv_cache(model) and greedy_suppressed(model) is not None
-
-
-class PrefixCache:
-    """Key/value caches of recent prompts, so that a prompt starting like one seen before (an
-    agent's system prompt, a shared conversation) is prefilled from where they differ.
-
-    Entries are whole prompts (per-layer K, V of shape (1, H, T, D)), least recently used first
-    out once their total size exceeds ``max_bytes``."""
-
-    def __init__(self, max_bytes: int, min_tokens: int = 8):
-        self.max_bytes, self.min_tokens = max_bytes, min_tokens
-        self._entries: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}  # insertion order = recency
-        self.bytes = 0
-        self.hits = 0
-        self.reused_tokens = 0
-
-    @staticmethod
-    def _size(kv: list[tuple[Any, Any]]) -> int:
-        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
-
-    def longest(self, ids: list[int]) -> tuple[int, list[tuple[Any, Any]] | None]:
-        """The longest cached prefix of ``ids`` (at least ``min_tokens``, one token short of the
-        whole prompt at most, so that the last position is computed): its length and K, V."""
-        best, found, key = 0, None, None
-        for toks, kv in self._entries.items():
-            n = min(len(toks), len(ids) - 1)
-            p = 0
-            while p < n and toks[p] == ids[p]:
-                p += 1
-            if p > best:
-                best, found, key = p, kv, toks
-        if best < self.min_tokens or found is None:
-            return 0, None
-        self._entries[key] = self._entries.pop(key)  # most recently used
-        self.hits += 1
-        self.reused_tokens += best
-        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in found]
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self.bytes = self.hits = self.reused_tokens = 0
-
-    def add(self, ids: list[int], kv: list[tuple[Any, Any]]) -> None:
-        key = tuple(ids)
-        size = self._size(kv)
-        if size > self.max_bytes or key in self._entries:
-            return
-        self._entries[key] = kv
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            old = next(iter(self._entries))
-            self.bytes -= self._size(self._entries.pop(old))
 
 
 class Row:
@@ -168,7 +92,7 @@ class ContinuousBatcher:
                  prefill_tokens: int = 4096, prefix_cache_bytes: int = 256 * 2**20):
         self.model, self.tokenizer, self.lock = model, tokenizer, lock
         self.max_batch, self.prefill_tokens = max_batch, prefill_tokens
-        self.prefixes = PrefixCache(prefix_cache_bytes)
+        self.prefixes = PrefixCache(prefix_cache_bytes, min_tokens=8)  # prompts -> their key/value caches
         self.suppressed = greedy_suppressed(model) or []
         eos = model.generation_config.eos_token_id
         self.stops = (set(eos if isinstance(eos, list) else [eos]) | {tokenizer.eos_token_id}) - {None}
@@ -319,16 +243,15 @@ class ContinuousBatcher:
         first = self._argmax(out.logits[:, -1, :], rows)  # (B,)
         for r, t in zip(rows, first):
             r.new.append(int(t))
-        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
+        kv = layers_kv(output_cache(out))
         for i, r in enumerate(rows):  # each prompt's own (unpadded) cache, for later prompts that share its start;
-            cut = width - len(r.ids)     # copied, so that an entry does not keep the whole padded batch alive
-            self.prefixes.add(r.ids, [(k[i:i + 1, :, cut:].clone(), v[i:i + 1, :, cut:].clone()) for k, v in kv])
+            cut = width - len(r.ids)     # copied (add), so that an entry does not keep the whole padded batch alive
+            self.prefixes.add(r.ids, [(k[i:i + 1, :, cut:], v[i:i + 1, :, cut:]) for k, v in kv])
         return kv, mask
 
     def _prefill_from(self, r: Row, p: int, past: list[tuple[Any, Any]]) -> tuple[list[tuple[Any, Any]], Any]:
         """One prompt whose first ``p`` tokens' cache is ``past``: only the rest goes through the model."""
         import torch
-        from transformers import DynamicCache
 
         dev = self.model.device
         ids = torch.tensor([r.ids[p:]], dtype=torch.long, device=dev)  # (1, T - p)
@@ -336,9 +259,9 @@ class ContinuousBatcher:
         mask = torch.ones((1, len(r.ids)), dtype=torch.long)  # (1, T)
         with torch.no_grad():
             out = self.model(input_ids=ids, attention_mask=mask.to(dev), position_ids=pos, use_cache=True,
-                             logits_to_keep=1, **{cache_kwarg(self.model): DynamicCache(ddp_cache_data=past)})
+                             logits_to_keep=1, **{cache_kwarg(self.model): dynamic_cache(past)})
         r.new.append(self._argmax(out.logits[:, -1, :], [r])[0])
-        kv = [(layer.keys, layer.values) for layer in output_cache(out).layers]
+        kv = layers_kv(output_cache(out))
         self.prefixes.add(r.ids, kv)
         return kv, mask
 
@@ -360,12 +283,11 @@ class ContinuousBatcher:
     def _admit(self, new: list[Row], active: list[Row], cache: Any, mask: Any) -> tuple[Any, Any, list[Row]]:
         """Prefill ``new`` and merge their caches into the running batch (left-padding to one width)."""
         import torch
-        from transformers import DynamicCache
 
         parts: list[tuple[list[tuple[Any, Any]], Any]] = []
         rows: list[Row] = []
         if active:
-            parts.append(([(layer.keys, layer.values) for layer in cache.layers], mask))
+            parts.append((layers_kv(cache), mask))
             rows.extend(active)
             self.joined += len(new)
         cold = []
@@ -395,18 +317,18 @@ class ContinuousBatcher:
             vs = [left(kv[li][1], width - m.shape[1]) for kv, m in parts]
             layers.append((torch.cat(ks, dim=0), torch.cat(vs, dim=0)))
         merged_mask = torch.cat([left(m, width - m.shape[1]) for _, m in parts], dim=0)
-        return DynamicCache(ddp_cache_data=layers), merged_mask, rows
+        return dynamic_cache(layers), merged_mask, rows
 
     def _select(self, cache: Any, mask: Any, keep: list[int]) -> tuple[Any, Any]:
         """The batch without its finished rows; columns that are padding in every kept row are dropped."""
         import torch
-        from transformers import DynamicCache
 
         idx = torch.tensor(keep, dtype=torch.long)
         mask = mask[idx]
         real = mask.sum(dim=0).nonzero()
         start = int(real[0]) if len(real) else 0
         mask = mask[:, start:]
-        dev_idx = idx.to(cache.layers[0].keys.device)
-        layers = [(layer.keys[dev_idx][:, :, start:], layer.values[dev_idx][:, :, start:]) for layer in cache.layers]
-        return DynamicCache(ddp_cache_data=layers), mask
+        kv = layers_kv(cache)
+        dev_idx = idx.to(kv[0][0].device)
+        layers = [(k[dev_idx][:, :, start:], v[dev_idx][:, :, start:]) for k, v in kv]
+        return dynamic_cache(layers), mask

@@ -1,0 +1,175 @@
+"""Key/value caches of a local causal LM: the transformers shims and the one prefix cache.
+
+Generation (:mod:`agentgrad.models.batching`: a prompt that starts like one seen before is prefilled
+from where they differ) and attribution (:mod:`agentgrad.attribution.scorer`: the tokens before a
+call's first span run once without gradients) keep the key/value caches of token prefixes in one
+:class:`PrefixCache`. The functions here are the only place that knows how transformers names and
+builds a cache (``cache`` or ``past_key_values``, a ``DynamicCache``'s per-layer ``keys`` and
+``values``), so that a new transformers release is met once.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections import OrderedDict
+from typing import Any
+
+KV = list[tuple[Any, Any]]  # per layer (keys, values), each (B, heads, T, head dim)
+
+
+def cache_kwarg(model: Any) -> str:
+    """The name ``model.forward`` takes a key/value cache under: ``cache`` from transformers 5.24
+    (which warns on the old name), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def output_cache(out: Any) -> Any:
+    """The key/value cache a forward pass returned, under either transformers name."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
+
+
+def layers_kv(cache: Any) -> KV:
+    """A dynamic cache's per-layer (keys, values), the tensors themselves (no copy)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def dynamic_cache(kv: KV) -> Any:
+    """A transformers dynamic cache holding ``kv`` (copied into it, so later updates leave ``kv`` intact)."""
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=kv)
+
+
+def rewrap_cache(cache: Any) -> Any:
+    """A cache object that shares the stored tensors but not the containers that ``update`` rebinds.
+
+    transformers' dynamic cache layers replace their ``keys``/``values`` with new tensors
+    (``torch.cat``) on every update; giving each use its own layer objects keeps the stored
+    prefix intact without copying a single tensor.
+    """
+    new = copy.copy(cache)
+    new.layers = [copy.copy(layer) for layer in cache.layers]
+    return new
+
+
+def expand_cache(cache: Any, batch: int) -> None:
+    """Make a batch-1 cache (a re-wrapped one: its layers are its own) serve ``batch`` rows without a
+    copy: every layer's keys and values expanded to (batch, H, T, D)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(batch, *layer.keys.shape[1:])
+        layer.values = layer.values.expand(batch, *layer.values.shape[1:])
+
+
+def cache_nbytes(cache: Any) -> int:
+    """What a dynamic cache's keys and values hold, in bytes."""
+    return sum(t.numel() * t.element_size() for k, v in layers_kv(cache) for t in (k, v))
+
+
+def plain_kv_cache(model: Any) -> bool:
+    """Whether ``model``'s key/value cache is a plain per-layer store (keys and values of every
+    position, no sliding window), which can be sliced by position and merged across rows."""
+    try:
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        cache = DynamicCache(config=model.config)
+        return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+    except Exception:  # an architecture the check cannot build a cache for
+        return False
+
+
+class PrefixCache:
+    """Token prefixes -> their key/value caches (dynamic caches, batch 1), least recently used out
+    first once there are more than ``max_entries`` or they hold more than ``max_bytes`` together; the
+    newest entry always stays. Nothing stored is ever mutated: :meth:`get` hands out a re-wrapped
+    cache, :meth:`longest` slices.
+
+    ``stats`` counts ``hits`` and ``misses`` (of :meth:`get` and :meth:`longest`), ``reused_tokens``
+    the tokens that hits saved; :meth:`clear` forgets the entries, not the counts."""
+
+    def __init__(self, max_bytes: int, max_entries: int | None = None, min_tokens: int = 1):
+        self.max_bytes, self.max_entries, self.min_tokens = max_bytes, max_entries, min_tokens
+        self.entries: OrderedDict[tuple[int, ...], Any] = OrderedDict()  # oldest first
+        self.entry_bytes: dict[tuple[int, ...], int] = {}
+        self.bytes = 0  # what the entries hold together
+        self.stats = {"hits": 0, "misses": 0}
+        self.reused_tokens = 0
+
+    def __contains__(self, key: tuple[int, ...]) -> bool:
+        return key in self.entries
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def hits(self) -> int:
+        return self.stats["hits"]
+
+    def get(self, key: tuple[int, ...]) -> Any | None:
+        """The cache of exactly the prefix ``key``, re-wrapped for one use (:func:`rewrap_cache`), or
+        None (a miss)."""
+        if key not in self.entries:
+            self.stats["misses"] += 1
+            return None
+        self.entries.move_to_end(key)
+        self.stats["hits"] += 1
+        self.reused_tokens += len(key)
+        return rewrap_cache(self.entries[key])
+
+    def prefill(self, model: Any, prefix: Any) -> tuple[Any, bool]:
+        """The cache of ``prefix`` (a (P,) tensor of token ids) re-wrapped for one use, and whether it
+        was kept from before; on a miss ``model`` runs it once without gradients, and it is kept."""
+        import torch
+
+        key = tuple(prefix.tolist())
+        cache = self.get(key)
+        if cache is not None:
+            return cache, True
+        with torch.no_grad():
+            out = model(input_ids=prefix[None], use_cache=True, logits_to_keep=1)  # prefix[None]: (1, P)
+        cache = output_cache(out)
+        self.add(key, cache)
+        return rewrap_cache(cache), False
+
+    def longest(self, ids: list[int]) -> tuple[int, KV | None]:
+        """The longest cached prefix of ``ids`` (at least ``min_tokens``, one token short of the
+        whole of ``ids`` at most, so that the last position is computed): its length and per-layer
+        (K, V) slices (1, H, p, D); ``(0, None)`` when there is none."""
+        best, key = 0, None
+        for toks in self.entries:
+            n = min(len(toks), len(ids) - 1)
+            p = 0
+            while p < n and toks[p] == ids[p]:
+                p += 1
+            if p > best:
+                best, key = p, toks
+        if best < self.min_tokens or key is None:
+            self.stats["misses"] += 1
+            return 0, None
+        self.entries.move_to_end(key)
+        self.stats["hits"] += 1
+        self.reused_tokens += best
+        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in layers_kv(self.entries[key])]
+
+    def add(self, key: tuple[int, ...] | list[int], cache: Any) -> None:
+        """Keep ``cache`` (a dynamic cache, or per-layer (K, V) copied into one) as the prefix
+        ``key``'s; a key already kept keeps its entry."""
+        key = tuple(key)
+        if key in self.entries:
+            return
+        if isinstance(cache, list):
+            cache = dynamic_cache(cache)
+        self.entries[key] = cache
+        self.entry_bytes[key] = cache_nbytes(cache)
+        self.bytes += self.entry_bytes[key]
+        while len(self.entries) > 1 and ((self.max_entries is not None and len(self.entries) > self.max_entries)
+                                         or self.bytes > self.max_bytes):
+            old, _ = self.entries.popitem(last=False)
+            self.bytes -= self.entry_bytes.pop(old)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.entry_bytes.clear()
+        self.bytes = 0
