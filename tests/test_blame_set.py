@@ -15,40 +15,11 @@ from agentgrad.cli import app, main
 from agentgrad.errors import ConfigError, RunError
 from agentgrad.importers import blame_set as bs
 from agentgrad.importers.expected import check_answer, matches, read_book, wrong_text
+from agentgrad.testing.chatset import FAULTS, REPAIR, write_set
 from agentgrad.testing.oispans import SpanWriter, supervisor_episode
 
 NARROW = {"COLUMNS": "80"}
 MODEL_FREE = ["provenance", "last"]
-FAULTS = (None, "researcher", "tool", "planner")  # trace i has fault FAULTS[i % 4]
-REPAIR = {"researcher": "researcher", "tool": "researcher", "planner": "planner"}  # the prompt to repair
-
-
-def conv(i: int, fault: str | None) -> dict:
-    """A planner, a researcher with a lookup tool, a writer; the wrong figure first appears in the
-    output of the agent (or tool) named by ``fault``, and every agent after it repeats it."""
-    right, wrong = f"{1000 + i:,}", f"{90000 + i:,}"
-    fig = right if fault is None else wrong
-    plan = (f"Ask the researcher to confirm that City{i} has {wrong} inhabitants." if fault == "planner"
-            else f"Ask the researcher about City{i}.")
-    return {"id": f"t{i}", "messages": [
-        {"role": "system", "name": "planner", "content": "You plan."},
-        {"role": "user", "content": f"What is the population of City{i}?"},
-        {"role": "assistant", "name": "planner", "content": plan},
-        {"role": "assistant", "name": "researcher", "content": "",
-         "tool_calls": [{"id": f"c{i}", "function": {"name": "lookup", "arguments": json.dumps({"city": f"City{i}"})}}]},
-        {"role": "tool", "name": "lookup", "tool_call_id": f"c{i}",
-         "content": f"City{i}: {wrong if fault == 'tool' else right} inhabitants."},
-        {"role": "assistant", "name": "researcher", "content": f"City{i} has {fig} inhabitants."},
-        {"role": "assistant", "name": "writer", "content": f"The answer: {fig} people live in City{i}."}]}
-
-
-def write_set(tmp_path, n: int = 12, by_input: bool = False):
-    """``n`` chat traces in one JSONL file and their expected answers (by id, or by the user's question)."""
-    src, exp = tmp_path / "chats.jsonl", tmp_path / "expected.jsonl"
-    src.write_text("".join(json.dumps(conv(i, FAULTS[i % 4])) + "\n" for i in range(n)))
-    exp.write_text("".join(json.dumps(({"input": f"What is the population of City{i}?"} if by_input else {"trace": f"t{i}"})
-                                      | {"expected": f"{1000 + i:,}"}) + "\n" for i in range(n)))
-    return src, exp
 
 
 # --- expected answers -------------------------------------------------------------------------------
@@ -194,6 +165,11 @@ def test_a_truncated_spans_file_and_a_folder_with_a_broken_file(tmp_path):
     assert [(t.trace, t.status) for t in res.by_status("malformed")] == [("spans.jsonl:4", "malformed")]
     assert all(t.methods["provenance"].repair == ["researcher"] for t in res.by_status("blamed"))
     assert res.warnings == [f"{exp}:4: trace '{3:032x}' is not in the set (no trace has that id); skipped"]
+    cut = tmp_path / "cut.json"
+    cut.write_text(lines[0][:100])  # one request cut short: no trace at all, a one-line error, nothing written
+    with pytest.raises(ConfigError, match="cut.json"):
+        bs.blame_set(cut, expected=exp, methods=["provenance"], out=tmp_path / "X")
+    assert not (tmp_path / "X").exists()
     d = tmp_path / "folder"
     d.mkdir()
     (d / "a.json").write_text(lines[0])

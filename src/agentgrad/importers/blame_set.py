@@ -29,6 +29,7 @@ from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_
 from agentgrad.core.files import NameRegistry, RunFiles, append_line, check_new_output
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
+from agentgrad.importers.base import ImportResult
 from agentgrad.importers.blame import TraceBlame, blame_trace
 from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read_book
 from agentgrad.importers.spans import import_file
@@ -96,14 +97,15 @@ def _broken(path: Path, msg: str) -> tuple[str, str]:
     return path.name, rest.lstrip(": ")
 
 
-def read_set(files: list[Path]) -> Iterator[tuple[str, Trace | None, str, str]]:
-    """``(key, trace, source file, why broken)`` for every trace of ``files``, file by file; a trace
-    that could not be imported comes with ``trace`` None and its reason. A key is the trace's id,
-    or ``FILE:ID`` where an earlier file of the set had that id already."""
+def read_set(files: list[Path], first: ImportResult | None = None) -> Iterator[tuple[str, Trace | None, str, str]]:
+    """``(key, trace, source file, why broken)`` for every trace of ``files``, file by file (``first``:
+    the first file, imported already); a trace or file that could not be imported comes with
+    ``trace`` None and its reason. A key is the trace's id, or ``FILE:ID`` where an earlier file of
+    the set had that id already."""
     seen: set[str] = set()
-    for p in files:
+    for i, p in enumerate(files):
         try:
-            res = import_file(p)
+            res = first if i == 0 and first is not None else import_file(p)
         except ConfigError as e:
             yield p.name, None, str(p), str(e)
             continue
@@ -235,6 +237,12 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
         raise ConfigError("nothing says what went wrong: give a losses file, an expected-answers file, or a loss")
     inputs = [Path(v) for v in (losses, expected) if isinstance(v, (str, Path))]
     files_in = trace_files(src, inputs)
+    first = None
+    if src.is_file():  # one file: unreadable, or without a single trace, is a one-line error; nothing written
+        first = import_file(src)
+        if not first.traces:
+            more = f" (and {len(first.broken) - 1} more broken record(s))" if len(first.broken) > 1 else ""
+            raise ConfigError(f"nothing to blame in {src}: {first.broken[0] if first.broken else 'no trace in it'}{more}")
     sc = None
     if any(needs_scorer(m) for m in names):
         if scorer is None:
@@ -261,7 +269,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
     registry = NameRegistry("trace")
     verdicts: list[TraceVerdict] = []
     counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "resumed": 0}
-    for key, trace, where, broken in read_set(files_in):
+    for key, trace, where, broken in read_set(files_in, first):
         if key in done:
             verdicts.append(done[key])
             counts["resumed"] += 1

@@ -1,0 +1,67 @@
+"""How long blaming a set of failed traces takes (issue 81's target: 1,000 traces, model-free methods, under 30 s on 2 cores).
+
+The set is ``agentgrad.testing.chatset``'s: N chat traces in one JSONL file, three in four failed
+(a planted fault in the researcher, its tool or the planner), with their expected answers. Timed:
+:func:`agentgrad.importers.blame_set.blame_set` into a fresh run directory (import, losses from the
+expected answers, every method per trace, ``verdicts.jsonl`` line by line, the blamed traces, the
+team verdict with its 2,000-resample bootstrap, ``blame.json``), then the report; the median of
+``--repeat`` runs, per trace too. With ``--scorer smollm2`` (and the default method in
+``--methods``) it is the per-trace cost of the gradient methods that docs/blame.md states.
+
+    python benchmarks/blame_set_cost.py --traces 1000
+    python benchmarks/blame_set_cost.py --traces 20 --methods gbc:max_l1:targeted:blend,provenance --scorer smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", type=int, default=1000)
+    ap.add_argument("--methods", default="provenance,last", help="comma-separated blame methods")
+    ap.add_argument("--scorer", default=None, help="a scorer for the gradient methods (smollm2, a folder)")
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    from agentgrad.importers.blame_set import blame_set
+    from agentgrad.report.html import write_report
+    from agentgrad.testing.chatset import write_set
+
+    sc = None
+    if args.scorer:
+        from agentgrad.api import load_scorer
+
+        t0 = time.perf_counter()
+        sc = load_scorer(args.scorer)
+        print(f"scorer {args.scorer} loaded in {time.perf_counter() - t0:.1f} s (not counted below)")
+    methods = [m for m in args.methods.split(",") if m]
+    blames, reports = [], []
+    with tempfile.TemporaryDirectory() as d:
+        src, exp = write_set(Path(d), args.traces)
+        for r in range(args.repeat):
+            out = Path(d) / f"R{r}"
+            t0 = time.perf_counter()
+            res = blame_set(src, expected=exp, methods=methods, scorer=sc, out=out, resamples=args.resamples)
+            blames.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            rep = write_report(out)
+            reports.append(time.perf_counter() - t0)
+    b, rp = statistics.median(blames), statistics.median(reports)
+    c = res.team.counts
+    top = {m: f"{t.shares[0].agent} {t.shares[0].share:.2f} [{t.shares[0].low:.2f}, {t.shares[0].high:.2f}]"
+           for m, t in res.team.methods.items() if t.shares}
+    print(f"{args.traces:,} traces ({c['blamed']} blamed, {c['succeeded']} succeeded, {c['malformed']} malformed), "
+          f"methods {', '.join(methods)}: blame_set {b:.2f} s ({1000 * b / max(args.traces, 1):.1f} ms a trace), "
+          f"report {rp:.2f} s ({rep.bytes / 1e6:.1f} MB); median of {args.repeat}: "
+          f"{', '.join(f'{t:.2f}' for t in blames)}")
+    print("largest share per method: " + "; ".join(f"{m}: {v}" for m, v in top.items()))
+
+
+if __name__ == "__main__":
+    main()
