@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from agentgrad.attribution.scorer import Scorer
+from agentgrad.attribution.factory import make_scorer
 from agentgrad.benchmarks.ablation.cases import ABLATION_SPLITS, Case, make_splits
 from agentgrad.benchmarks.ablation.defects import POSITIONS, plant
 from agentgrad.benchmarks.ablation.memo import MemoScorer, append_row, memo_model, read_rows
@@ -129,7 +129,7 @@ class Ablation:
             raise ConfigError(f"--model {model!r} must be a local (hf, gguf: or embedded) model: it is also the "
                               f"white-box scorer")
         self.model = memo_model(inner, self.out / "memo.jsonl")
-        self.scorer = MemoScorer(Scorer.from_model(inner, mode="cached", on_too_long="skip", prompt_weights=True))
+        self.scorer = MemoScorer(make_scorer(inner, mode="cached", on_too_long="skip", prompt_weights=True))
         self.optimizer_model = self.model
         if optimizer_model and optimizer_model != model:
             ospec = model_spec_from_value(optimizer_model)
