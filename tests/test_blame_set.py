@@ -257,3 +257,32 @@ def test_the_command_exits_non_zero_only_when_nothing_could_be_blamed(tmp_path, 
     assert "--expected FILE" in capsys.readouterr().err
     assert main(["blame", str(src), "--expected", str(exp), "--trace", "t1", "--out", str(tmp_path / "V")]) == 2
     assert "--trace is for one trace" in capsys.readouterr().err
+
+
+def test_hostile_input_at_the_command_is_one_line_each_and_long_names_print_whole(tmp_path):
+    """The issue's hostile target through the command: a truncated spans file, an expected file with a
+    duplicate, an unknown trace and a broken line. Exit 0 (three traces blamed), one line for each
+    problem; method names too long for an 80-column table print one method at a time, whole."""
+    lines = _span_lines(tmp_path, 4)
+    f = tmp_path / "spans.jsonl"
+    f.write_text("\n".join(lines[:3] + [lines[3][: len(lines[3]) // 2]]))
+    answers = [{"trace": f"{i:032x}", "expected": f"{100 + i},000"} for i in range(3)]
+    answers += [{"trace": f"{0:032x}", "expected": "5"}, {"trace": "nope", "expected": "x"}]
+    exp = tmp_path / "answers.jsonl"
+    exp.write_text("\n".join(json.dumps(a) for a in answers) + "\n{broken\n")
+    methods = "provenance:key:root,provenance:earliest,last"
+    res = _blame(f, "--expected", exp, "--method", methods, "--out", tmp_path / "R")
+    assert res.exit_code == 0, res.output
+    out = res.output.splitlines()
+    assert out[0] == "4 trace(s) from " + str(f) + ": 3 blamed, 0 succeeded, 1 malformed, 0 without a loss"
+    assert [x for x in out if x.startswith("malformed:")] == [
+        "malformed: 1 skipped (could not be read or blamed; first spans.jsonl:4: not JSON (Unterminated string "
+        "starting at))"]
+    warnings = [x for x in out if x.startswith("warning:")]
+    assert len(warnings) == 3 and "line 1, which is used" in warnings[0] and "not JSON" in warnings[1]
+    assert "'nope' is not in the set" in warnings[2]
+    assert "one method at a time:" in res.output
+    for m in methods.split(","):
+        assert m in out  # each method on a line of its own, then its agents
+    assert out[out.index("last") + 1] == "  supervisor: 1.00 [1.00, 1.00]"
+    assert res.output.count("researcher: 1.00 [1.00, 1.00]") == 2
