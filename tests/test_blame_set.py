@@ -76,7 +76,10 @@ def test_a_set_from_expected_answers_names_the_faulty_agents(tmp_path):
     assert [TraceVerdict.from_dict(json.loads(x)) for x in lines] == res.traces
     doc = json.loads((tmp_path / "R" / "blame.json").read_text())
     assert doc["team"] == res.team.to_dict() and len(doc["blamed"]) == 9
-    assert sorted(p.name for p in (tmp_path / "R" / "traces").iterdir()) == sorted(f"t{i}.json" for i in range(12) if i % 4)
+    kept = (tmp_path / "R" / "traces.jsonl").read_bytes()  # the blamed traces, each where its verdict says
+    for t in res.by_status("blamed"):
+        assert t.file == "traces.jsonl" and json.loads(kept[t.offset:].split(b"\n")[0])["id"] == t.trace
+    assert kept.count(b"\n") == 9
 
 
 def test_inputs_mappings_and_a_default_loss(tmp_path):

@@ -73,7 +73,8 @@ class TraceVerdict:
     reason: str = ""
     note: str = ""
     source: str = ""  # the file it was read from
-    file: str = ""  # where the run directory keeps it (traces/NAME.json), for a blamed trace
+    file: str = ""  # where the run directory keeps a blamed trace (traces.jsonl) ...
+    offset: int | None = None  # ... and the byte offset of its line there
     loss: str | None = None
     wrong: str | None = None
     expected: str | None = None
@@ -89,8 +90,9 @@ class TraceVerdict:
         for k in ("reason", "note", "file", "loss", "wrong", "expected"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
-        if self.target is not None:
-            d["target"] = self.target
+        for k in ("offset", "target"):
+            if getattr(self, k) is not None:
+                d[k] = getattr(self, k)
         if self.methods:
             d["methods"] = {m: v.to_dict() for m, v in self.methods.items()}
         d["seconds"] = self.seconds
@@ -102,7 +104,7 @@ class TraceVerdict:
                    note=str(d.get("note") or ""), source=str(d.get("source") or ""),
                    file=str(d.get("file") or ""), loss=d.get("loss"),
                    wrong=d.get("wrong"), expected=d.get("expected"),
-                   target=d.get("target"), seconds=float(d.get("seconds") or 0.0),
+                   offset=d.get("offset"), target=d.get("target"), seconds=float(d.get("seconds") or 0.0),
                    methods={m: MethodVerdict.from_dict(v) for m, v in (d.get("methods") or {}).items()})
 
 

@@ -117,7 +117,7 @@ def run_set(source: Path, losses: Path | None, expected: Path | None, loss: str 
         print_team(res.team, con)
     print_skipped(res.traces, res.warnings, out, con)
     rep = write_report(out, overwrite=True)  # out is this command's own run directory (checked above)
-    con.print(f"wrote verdicts.jsonl, blame.json and traces/ in {out}; report: {rep.path}", markup=False,
+    con.print(f"wrote verdicts.jsonl, blame.json and traces.jsonl in {out}; report: {rep.path}", markup=False,
               highlight=False, soft_wrap=True)
     if not c["blamed"] and (c["malformed"] or c["unblamed"] or not res.traces):
         first = next((t for t in res.traces if t.status != "succeeded"), None)

@@ -10,8 +10,8 @@ interrupted run resumes (``resume=True``) without redoing a finished trace. A tr
 read or blamed (broken records, an error that is the trace's own) is recorded as ``malformed`` with
 its reason and the rest go on; a trace whose output gives the expected answer is ``succeeded``; one
 with no loss is ``unblamed``. At the end ``OUT/blame.json`` holds the team verdict
-(:func:`~agentgrad.blame.team.team_verdict`) and ``OUT/traces/`` the blamed traces, which the
-report shows.
+(:func:`~agentgrad.blame.team.team_verdict`) and ``OUT/traces.jsonl`` the blamed traces (one a line,
+each verdict naming its line's byte offset), which the report shows.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from agentgrad.api import load_scorer, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, needs_scorer
 from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict
-from agentgrad.core.files import NameRegistry, RunFiles, append_line, check_new_output
+from agentgrad.core.files import RunFiles, append_line, check_new_output
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.importers.base import ImportResult
@@ -35,6 +35,7 @@ from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read
 from agentgrad.importers.spans import import_file
 
 VERDICTS = "verdicts.jsonl"
+TRACES = "traces.jsonl"  # the blamed traces, one agentgrad trace a line (one file: no fsync per trace)
 SETTINGS = "blame-set.json"
 
 
@@ -59,7 +60,7 @@ class BlameSet:
                 "warnings": self.warnings, "resumed": self.resumed, "seconds": self.seconds,
                 "skipped": [{"trace": t.trace, "status": t.status, "reason": t.reason}
                             for t in self.traces if t.status != "blamed"],
-                "blamed": [{"trace": t.trace, "file": t.file, "loss": t.loss, "wrong": t.wrong, "note": t.note,
+                "blamed": [{"trace": t.trace, "file": t.file, "offset": t.offset, "loss": t.loss, "wrong": t.wrong, "note": t.note,
                             "target": t.target,
                             "methods": {m: {"agent": v.agent, "repair": v.repair, "node": v.node}
                                         for m, v in t.methods.items()}}
@@ -176,6 +177,18 @@ def method_verdicts(tb: TraceBlame) -> dict[str, MethodVerdict]:
     return out
 
 
+def _append(path: Path, line: str) -> int:
+    """:func:`append_line` of ``line`` to ``path``; returns the byte offset where the line starts (after
+    the newline ``append_line`` puts first where a killed process left a line unfinished)."""
+    at = path.stat().st_size if path.exists() else 0
+    if at:
+        with open(path, "rb") as f:
+            f.seek(at - 1)
+            at += f.read(1) != b"\n"
+    append_line(path, line)
+    return at
+
+
 def _done(files: RunFiles) -> dict[str, TraceVerdict]:
     """The verdicts already in ``verdicts.jsonl`` (a line cut short by a kill is not one)."""
     p = files.path(VERDICTS)
@@ -219,7 +232,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             ``{trace id: expected answer}``; a trace whose final output gives it succeeded.
         methods: blame methods (default: the default method and provenance).
         scorer: a model value or a loaded scorer, loaded once, for the gradient methods.
-        out: the run directory (``verdicts.jsonl``, ``blame.json``, ``traces/``); None writes nothing.
+        out: the run directory (``verdicts.jsonl``, ``blame.json``, ``traces.jsonl``); None writes nothing.
         resume: skip the traces ``out/verdicts.jsonl`` already holds.
         loss, wrong: the default loss (and its wrong text) for the traces the files do not cover;
             with no files, the loss of every trace.
@@ -263,24 +276,20 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             done = _done(files)
         else:
             files.write_text(VERDICTS, text="")
+            files.write_text(TRACES, text="")
         _settings(files, {"source": str(src), "methods": names, "seed": seed, "top_k": top_k,
                           "loss": loss, "wrong": wrong, "losses": str(losses) if isinstance(losses, (str, Path)) else None,
                           "expected": str(expected) if isinstance(expected, (str, Path)) else None}, resume)
-    registry = NameRegistry("trace")
     verdicts: list[TraceVerdict] = []
     counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "resumed": 0}
     for key, trace, where, broken in read_set(files_in, first):
         if key in done:
             verdicts.append(done[key])
             counts["resumed"] += 1
-            if done[key].file:
-                registry.claim(key)
             continue
         v = _blame_one(key, trace, where, broken, books, loss, wrong, names, sc, seed, top_k, judge)
         if files is not None and v.status == "blamed" and trace is not None:
-            name = registry.claim(key)
-            files.write_json("traces", f"{name}.json", data=trace.to_dict())
-            v.file = f"traces/{name}.json"
+            v.file, v.offset = TRACES, _append(files.path(TRACES), json.dumps(trace.to_dict(), ensure_ascii=False))
         if files is not None:
             append_line(files.path(VERDICTS), json.dumps(v.to_dict(), ensure_ascii=False))
         verdicts.append(v)

@@ -34,7 +34,7 @@ from agentgrad.report.collect import collect, worst_episodes
 from agentgrad.report.episode import episode_view
 from agentgrad.report.format import fmt
 from agentgrad.report.summaries import ablation_view, blame_table, blamed_table, headline, metrics_shown
-from agentgrad.report.team_view import team_view
+from agentgrad.report.team_view import load_trace_at, team_view
 
 
 @dataclass
@@ -199,7 +199,8 @@ def _verdict_tables(data: dict[str, Any], links: dict[tuple[str, str], int]) -> 
 
 def _load_episode(e: dict[str, Any], warnings: list[str]) -> dict[str, Any] | None:
     try:
-        trace = Trace.load(e["trace_path"])
+        trace = (load_trace_at(e["trace_path"], e["trace_offset"]) if e.get("trace_offset") is not None
+                 else Trace.load(e["trace_path"]))
     except AgentgradError as err:
         warnings.append(f"{e['trace_path']}: {err}")
         return None

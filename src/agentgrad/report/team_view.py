@@ -1,7 +1,8 @@
 """The report of a blamed set (``agentgrad blame FOLDER --expected FILE``): the team verdict as a chart,
 and every failure one click away.
 
-:func:`set_part` reads the run directory (``blame.json``, ``verdicts.jsonl``, ``traces/``; a run
+The traces shown in full are read from ``traces.jsonl`` at their verdicts' byte offsets
+(:func:`load_trace_at`). :func:`set_part` reads the run directory (``blame.json``, ``verdicts.jsonl``; a run
 stopped before ``blame.json`` was written has its team verdict computed again from the verdicts);
 :func:`team_view` lays out what the page draws: per agent and method a bar (the share of the
 failures blamed on it) with its 95% interval as a whisker, each agent's name a link to the list of
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agentgrad.blame.team import TraceVerdict, team_verdict
+from agentgrad.core.trace import Trace
+from agentgrad.errors import TraceError
 from agentgrad.report.format import fmt
 
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"]
@@ -34,6 +37,17 @@ def _verdicts(path: Path, warnings: list[str]) -> list[TraceVerdict]:
     return list(out.values())
 
 
+def load_trace_at(path: Path, offset: int) -> Trace:
+    """The trace on the line of ``path`` (JSONL) that starts at byte ``offset``."""
+    where = f"{path.name} at byte {offset}"
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return Trace.from_dict(json.loads(f.readline().decode("utf-8")), where=where)
+    except (OSError, ValueError) as e:
+        raise TraceError(f"{where}: not a trace ({type(e).__name__})") from None
+
+
 def set_part(path: Path, warnings: list[str]) -> dict[str, Any]:
     """The part of a report for a blamed set (see the module docstring)."""
     verdicts = _verdicts(path / "verdicts.jsonl", warnings)
@@ -51,11 +65,12 @@ def set_part(path: Path, warnings: list[str]) -> dict[str, Any]:
                         "from verdicts.jsonl")
     episodes = []
     for v in verdicts:
-        if v.status != "blamed" or not v.file:
+        if v.status != "blamed" or not v.file or v.offset is None:
             continue
         trace = path / v.file
-        episodes.append({"file": Path(v.file).name, "part": "", "id": v.trace, "score": None, "failed": True,
-                         "trace_path": trace if trace.is_file() else None, "attribution_path": None,
+        episodes.append({"file": v.trace, "part": "", "id": v.trace, "score": None, "failed": True,
+                         "trace_path": trace if trace.is_file() else None, "trace_offset": v.offset,
+                         "attribution_path": None,
                          "loss": {"text": v.loss, "targets": [v.target] if v.target is not None else []},
                          "verdict": {"blamed": ", ".join(f"{m.agent} ({name})" for name, m in v.methods.items())}})
     counts = doc["team"].get("counts") or {}
@@ -112,7 +127,7 @@ def team_view(part: dict[str, Any], links: dict[tuple[str, str], int]) -> dict[s
         pick = v.methods.get(primary) if primary else None
         agent = (pick.blamed() or ["(nothing)"])[0] if pick else "(nothing)"
         failures.setdefault(agent, []).append({
-            "trace": v.trace, "link": links.get(("", Path(v.file).name)) if v.file else None,
+            "trace": v.trace, "link": links.get(("", v.trace)),
             "wrong": v.wrong, "loss": v.loss, "note": v.note,
             "picks": {m: ", ".join(x.blamed()) or "-" for m, x in v.methods.items()}})
     skipped = []
