@@ -15,7 +15,7 @@ from agentgrad.cli import app, main
 from agentgrad.errors import ConfigError, RunError
 from agentgrad.importers import blame_set as bs
 from agentgrad.importers.expected import check_answer, matches, read_book, wrong_text
-from agentgrad.testing.chatset import FAULTS, REPAIR, write_set
+from agentgrad.testing.chatset import FAULTS, REPAIR, conv, write_set
 from agentgrad.testing.oispans import SpanWriter, supervisor_episode
 
 NARROW = {"COLUMNS": "80"}
@@ -289,3 +289,28 @@ def test_hostile_input_at_the_command_is_one_line_each_and_long_names_print_whol
         assert m in out  # each method on a line of its own, then its agents
     assert out[out.index("last") + 1] == "  supervisor: 1.00 [1.00, 1.00]"
     assert res.output.count("researcher: 1.00 [1.00, 1.00]") == 2
+
+
+def test_a_run_directory_and_a_folder_whose_files_repeat_ids(tmp_path):
+    from agentgrad.importers.chat import import_chat
+
+    src, exp = write_set(tmp_path, 8)
+    run = tmp_path / "run"
+    for t in import_chat(src).traces:  # a run directory: agentgrad traces in traces/
+        t.save(run / "traces" / f"{t.id}.json")
+    (run / "events.jsonl").write_text("")
+    res = bs.blame_set(run, expected=exp, methods=["provenance"])
+    assert [t.trace for t in res.traces] == sorted(f"t{i}" for i in range(8))
+    assert res.team.counts["blamed"] == 6 and res.team.repair == ["researcher", "planner"]
+    d = tmp_path / "chats"  # two files of chat lines without ids: line-1 twice, the second named by its file
+    d.mkdir()
+    for name, fault in (("a.jsonl", "researcher"), ("b.jsonl", "planner")):
+        c = conv(1, fault)
+        (d / name).write_text(json.dumps(c["messages"]) + "\n")
+    losses = {"line-1": {"loss": "the figure is wrong", "wrong": "90,001"}, "b.jsonl:line-1": {"loss": "wrong too",
+                                                                                            "wrong": "90,001"}}
+    res = bs.blame_set(d, losses=losses, methods=["provenance"])
+    assert [(t.trace, t.loss, t.methods["provenance"].repair) for t in res.traces] == [
+        ("line-1", "the figure is wrong", ["researcher"]), ("b.jsonl:line-1", "wrong too", ["planner"])]
+    res = bs.blame_set(d, loss="wrong", wrong="no such text", methods=["provenance"])  # not in the output: said
+    assert all(t.status == "blamed" and "is not in its final output" in t.note for t in res.traces)
