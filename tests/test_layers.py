@@ -160,15 +160,8 @@ def test_applications_do_not_import_each_other_in_a_cycle():
 
 # Modules outside this helper's reach that still import each other in a circle, or each other's
 # private names; each entry names its file and is removed when that file is fixed (a stale entry fails).
-KNOWN_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"agentgrad.benchmarks.planted.episodes", "agentgrad.benchmarks.planted.families",
-               "agentgrad.benchmarks.planted.prose"}):
-    "benchmarks/planted/{episodes,families,prose}.py: being split by the planted benchmark's own change",
-}
-KNOWN_PRIVATE: dict[tuple[str, str], str] = {
-    ("agentgrad.benchmarks.planted.families", "agentgrad.benchmarks.planted.episodes"):
-    "benchmarks/planted/families.py (_BUILD, _Builder, _path, _replay): the same change",
-}
+KNOWN_CYCLES: dict[frozenset[str], str] = {}
+KNOWN_PRIVATE: dict[tuple[str, str], str] = {}
 
 
 @lru_cache(maxsize=None)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import random
 from typing import Any, Callable
 
-from agentgrad.benchmarks.planted.episodes import (_BUILD, ROUTED, UNKNOWN, Episode, _Builder, _path, _replay,
-                                                   value_span)
+from agentgrad.benchmarks.planted.builder import (BUILD, ROUTED, UNKNOWN, Builder, Episode, replay, value_path,
+                                                  value_span)
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.errors import ConfigError
 
@@ -40,7 +40,7 @@ TRANSFORMS: dict[str, tuple[Callable[[random.Random], str], Callable[[str], str]
 }
 
 
-def _decoys(b: _Builder, path: list[int], i: int, key: str) -> list[tuple[int, str, str, int]]:
+def _decoys(b: Builder, path: list[int], i: int, key: str) -> list[tuple[int, str, str, int]]:
     """(innocent source, its key, its value, the call reading it) for a fault at ``path[i]``: a source
     off the fault's path that a call downstream of the planted one reads, holding another key's true
     value; that value is absent from every input of the planted call (it could not have copied it)."""
@@ -57,13 +57,13 @@ def _decoys(b: _Builder, path: list[int], i: int, key: str) -> list[tuple[int, s
     return out
 
 
-def _options(b: _Builder, fault: str, final: int) -> list[tuple[str, list[int], int, list[Any]]]:
+def _options(b: Builder, fault: str, final: int) -> list[tuple[str, list[int], int, list[Any]]]:
     """(key, path, planted position, the family's choices there) for every call on a path to the answer."""
     out = []
     for key, value in b.facts[final].items():
         if value == UNKNOWN:
             continue
-        path = _path(b, final, key)
+        path = value_path(b, final, key)
         for i, n in enumerate(path):
             if b.trace.nodes[n].kind != "call":
                 continue
@@ -86,8 +86,8 @@ def plant_family(topology: str, fault: str, seed: int, long: bool, rng: random.R
             raise ConfigError(f"misroute needs a router: topology {', '.join(ROUTED['misroute'])} only, not {topology}")
         return _misroute(seed, long, rng, values, names)
     for _attempt in range(50):
-        b = _Builder(rng, values, names)
-        _BUILD[topology](b, long)
+        b = Builder(rng, values, names)
+        BUILD[topology](b, long)
         final = len(b.trace.nodes) - 1
         b.trace.id = f"{topology}-{fault}-{seed}"
         options = _options(b, fault, final)
@@ -111,19 +111,19 @@ def plant_family(topology: str, fault: str, seed: int, long: bool, rng: random.R
     return Episode(b.trace, loss, truth)
 
 
-def _plant(b: _Builder, fault: str, key: str, path: list[int], i: int, choice: Any, final: int, rng: random.Random,
+def _plant(b: Builder, fault: str, key: str, path: list[int], i: int, choice: Any, final: int, rng: random.Random,
            values: list[str]) -> tuple[VerbalLoss, dict[str, Any]] | None:
     """Plant the fault (the trace changes in place); the loss and the truth's extra fields, or None
     when this draw cannot hold it (another is drawn)."""
     root = path[i]
     expected = b.facts[path[i - 1]][key]
     if fault == "ignored":
-        _replay(b, root, key, None)
+        replay(b, root, key, None)
         text = f"The final answer does not give {key}; {key} should be {expected}."
         return VerbalLoss(text, [final], fault, {"key": key, "expected": expected}), {}
     if fault == "decoy":
         source, decoy_key, wrong, reader = choice
-        _replay(b, root, key, wrong)
+        replay(b, root, key, wrong)
         carrier = path[path.index(reader) - 1]
         text = f"The final answer is wrong: {key} should be {expected}, but it says {wrong}."
         loss = VerbalLoss(text, [final], fault, {"key": key, "expected": expected, "wrong": wrong},
@@ -137,8 +137,8 @@ def _plant(b: _Builder, fault: str, key: str, path: list[int], i: int, choice: A
     make, rewrite, form = TRANSFORMS[kind]
     right = make(rng)
     wrong = next(v for v in (make(rng) for _ in range(100)) if v != right and rewrite(v) != rewrite(right))
-    _replay(b, path[0], key, right)
-    _replay(b, root, key, wrong, transform=(choice, rewrite))
+    replay(b, path[0], key, right)
+    replay(b, root, key, wrong, transform=(choice, rewrite))
     t = b.trace.nodes[choice]
     t.messages[0]["content"] = f"You are {t.name}. Report: " + ", ".join(
         f"{k} ({form})" if k == key else k for k in b.facts[choice]) + "."
@@ -162,7 +162,7 @@ def _misroute(seed: int, long: bool, rng: random.Random, values: list[str], name
     its lookup lacks one) and its own first fact; the responder reports the requested keys. The
     fault: the manager routes one requested key to another worker."""
     for _attempt in range(50):
-        b = _Builder(rng, values, names)
+        b = Builder(rng, values, names)
         n = rng.randint(2, 3)
         agents, manager, responder = [b.name() for _ in range(n)], b.name(), b.name()
         domains = [b.new_facts(12 if long and w == 0 else 3) for w in range(n)]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from agentgrad.benchmarks.planted.episodes import source_block
+from agentgrad.benchmarks.planted.builder import source_block
 from agentgrad.core.trace import Trace, join_blocks
 
 STYLES = ("lines", "prose")
