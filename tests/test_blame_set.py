@@ -314,3 +314,17 @@ def test_a_run_directory_and_a_folder_whose_files_repeat_ids(tmp_path):
         ("line-1", "the figure is wrong", ["researcher"]), ("b.jsonl:line-1", "wrong too", ["planner"])]
     res = bs.blame_set(d, loss="wrong", wrong="no such text", methods=["provenance"])  # not in the output: said
     assert all(t.status == "blamed" and "is not in its final output" in t.note for t in res.traces)
+
+
+def test_the_command_checks_its_files_before_a_model_loads(tmp_path, capsys):
+    (tmp_path / "set").mkdir()
+    src, exp = write_set(tmp_path / "set", 4)
+    nomodel = ["--scorer", str(tmp_path / "no-model"), "--out", str(tmp_path / "R")]  # loading it would fail
+    assert main(["blame", str(tmp_path / "set"), *nomodel]) == 2
+    assert "is a folder: say what went wrong with --losses FILE" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert main(["blame", str(src), "--expected", str(bad), *nomodel]) == 2
+    err = capsys.readouterr().err
+    assert "the expected file" in err and "holds no usable line" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "R").exists()

@@ -93,7 +93,7 @@ def print_skipped(traces: list[TraceVerdict], warnings: list[str], out: Path, co
                   highlight=False)
 
 
-def run_set(source: Path, losses: Path | None, expected: Path | None, loss: str | None, wrong: str | None,
+def run_set(source: Path, losses: Any, expected: Any, loss: str | None, wrong: str | None,
             names: list[str], scorer: Any, judge: Any, out: Path, resume: bool, overwrite: bool, seed: int,
             top_k: int, con: Console) -> None:
     """Blame the set, print what it found, write the report; exit non-zero only when nothing was blamed."""

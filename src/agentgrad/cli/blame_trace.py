@@ -87,8 +87,8 @@ def blame_command(
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
     seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking, the random method and the set's bootstrap."),
     out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
-                                                               "(a set: verdicts.jsonl too) and report.html (new or "
-                                                               "empty)."),
+                                                               "(a set: verdicts.jsonl and traces.jsonl) and "
+                                                               "report.html (new or empty)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
     resume: bool = typer.Option(False, "--resume", help="A set: go on in --out, skipping the traces its "
                                                         "verdicts.jsonl holds (one trace: blame it again there)."),
@@ -111,6 +111,12 @@ def blame_command(
         if wrong and not loss:
             raise ConfigError("--wrong goes with --loss (the default loss of a set); give --loss too, or drop --wrong")
         check_expected(names, "given" if answers is not None or losses is not None else None)
+        if losses is None and answers is None and not loss:
+            raise ConfigError(f"{trace} is a folder: say what went wrong with --losses FILE, --expected FILE or "
+                              f"--loss TEXT")
+        from agentgrad.importers.blame_set import book_of
+
+        books = (book_of(losses, "losses"), book_of(answers, "expected"))  # a bad file: its one line, before a model loads
     else:
         if loss is None:
             raise ConfigError("--loss is required for one trace: say in words what went wrong (or blame a set: "
@@ -133,7 +139,7 @@ def blame_command(
     if is_set:
         from agentgrad.cli.blame_set import run_set
 
-        run_set(trace, losses, answers, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
+        run_set(trace, *books, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
         return
     with console.status("blaming") as status:
         tb = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,

@@ -247,8 +247,9 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD, "provenance"])))
     books = [b for b in (book_of(losses, "losses"), book_of(expected, "expected")) if b is not None]
     if not books and not (loss or "").strip():
-        raise ConfigError("nothing says what went wrong: give a losses file, an expected-answers file, or a loss")
-    inputs = [Path(v) for v in (losses, expected) if isinstance(v, (str, Path))]
+        raise ConfigError("nothing says what went wrong: give a losses file (--losses FILE, losses=), an "
+                          "expected-answers file (--expected FILE, expected=) or a loss for every trace (--loss, loss=)")
+    inputs = [Path(b.source) for b in books if not b.source.startswith("<")]  # a file, not a mapping
     files_in = trace_files(src, inputs)
     first = None
     if src.is_file():  # one file: unreadable, or without a single trace, is a one-line error; nothing written
@@ -278,8 +279,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             files.write_text(VERDICTS, text="")
             files.write_text(TRACES, text="")
         _settings(files, {"source": str(src), "methods": names, "seed": seed, "top_k": top_k,
-                          "loss": loss, "wrong": wrong, "losses": str(losses) if isinstance(losses, (str, Path)) else None,
-                          "expected": str(expected) if isinstance(expected, (str, Path)) else None}, resume)
+                          "loss": loss, "wrong": wrong, "books": [b.source for b in books]}, resume)
     verdicts: list[TraceVerdict] = []
     counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "resumed": 0}
     for key, trace, where, broken in read_set(files_in, first):
