@@ -94,6 +94,9 @@ def test_inputs_mappings_and_a_default_loss(tmp_path):
     none = bs.blame_set(src, losses={"t1": {"loss": "wrong figure", "wrong": "90,001"}}, methods=["provenance"])
     assert none.team.counts == {"blamed": 1, "succeeded": 0, "malformed": 0, "unblamed": 7}
     assert none.traces[1].wrong == "90,001" and "no loss for it" in none.traces[0].reason
+    both = bs.blame_set(src, losses={"t1": {"loss": "by hand", "wrong": "90,001"}}, expected=exp, methods=["provenance"])
+    assert both.traces[1].loss == "by hand" and both.traces[2].loss.startswith("the answer should be")
+    assert both.warnings == []  # t1's answer was overruled by its loss, not unknown
     with pytest.raises(ConfigError, match="nothing says what went wrong"):
         bs.blame_set(src, methods=["provenance"])
 
@@ -119,7 +122,7 @@ def test_resume_after_an_interruption_redoes_no_trace(tmp_path):
     again: list[str] = []
     res = bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B", resume=True,
                        progress=lambda v, c: again.append(v.trace))
-    assert again == [f"t{i}" for i in range(5, 12)] and res.resumed == 5
+    assert again == [f"t{i}" for i in range(5, 12)] and res.resumed == 5 and res.warnings == []
     strip = lambda ts: [{**t.to_dict(), "seconds": 0} for t in ts]  # noqa: E731
     assert strip(res.traces) == strip(whole.traces) and res.team.to_dict() == whole.team.to_dict()
     lines = [json.loads(x) for x in (tmp_path / "B" / "verdicts.jsonl").read_text().splitlines() if x.endswith("}")]

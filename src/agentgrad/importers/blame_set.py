@@ -148,7 +148,8 @@ class _Plan:
 
 def plan_loss(trace: Trace, key: str, books: list[LossBook], loss: str | None, wrong: str | None) -> _Plan:
     """What to blame ``trace`` for: its entry of the first book that has one, else the default loss."""
-    entry = next((e for e in (b.find(trace, key) for b in books) if e is not None), None)
+    found = [b.find(trace, key) for b in books]  # every book's entry is used (none is reported as unknown)
+    entry = next((e for e in found if e is not None), None)
     if entry is None:
         if loss:
             return _Plan("blamed", loss=loss, wrong=wrong)
@@ -286,6 +287,8 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
         if key in done:
             verdicts.append(done[key])
             counts["resumed"] += 1
+            for b in books if trace is not None else []:
+                b.find(trace, key)  # its entry is used: not reported as naming no trace of the set
             continue
         v = _blame_one(key, trace, where, broken, books, loss, wrong, names, sc, seed, top_k, judge)
         if files is not None and v.status == "blamed" and trace is not None:
