@@ -180,10 +180,12 @@ def test_a_truncated_spans_file_and_a_folder_with_a_broken_file(tmp_path):
     d.mkdir()
     (d / "a.json").write_text(lines[0])
     (d / "b.json").write_text(lines[1][:100])  # one request, cut: not a spans file at all
+    (d / "c.json").write_text(json.dumps({"schema": "agentgrad.trace", "schema_version": 1, "nodes": 5}))
     (d / "notes.txt").write_text("my notes")
     res = bs.blame_set(d, loss="the population is wrong", wrong="9,999,999", methods=["provenance"])
-    assert [t.status for t in res.traces] == ["blamed", "malformed", "malformed"]
-    assert [t.trace for t in res.traces[1:]] == ["b.json", "notes.txt"]
+    assert [t.status for t in res.traces] == ["blamed", "malformed", "malformed", "malformed"]
+    assert [t.trace for t in res.traces[1:]] == ["b.json", "c.json", "notes.txt"]
+    assert "nodes" in res.traces[2].reason or "schema" in res.traces[2].reason
 
 
 def test_nothing_is_overwritten(tmp_path):

@@ -107,7 +107,7 @@ def read_set(files: list[Path], first: ImportResult | None = None) -> Iterator[t
     for i, p in enumerate(files):
         try:
             res = first if i == 0 and first is not None else import_file(p)
-        except ConfigError as e:
+        except AgentgradError as e:  # not a trace file, a corrupt agentgrad trace, ...
             yield p.name, None, str(p), str(e)
             continue
         for msg in res.broken:
