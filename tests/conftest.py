@@ -77,6 +77,44 @@ def demo_run(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="session")
+def framework_server():
+    """One llama.cpp server (SmolLM2, function calling) for every framework-app test of the session."""
+    from test_llama_server import LlamaServer
+
+    # one thread: llama.cpp's threads wait on each other by spinning, which a busy machine makes very slow
+    srv = LlamaServer(n_ctx=4096, chat_format="chatml-function-calling", n_threads=1)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """One llama.cpp server (SmolLM2, chatml) for the session's tests that need no server of their own."""
+    from test_llama_server import LlamaServer
+
+    srv = LlamaServer(n_ctx=4096)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def smol():
+    """SmolLM2 (the embedded ``smollm2``) on transformers, loaded once for the session: the SmolLM2 tests'
+    replies, and their white-box scorers on the same weights (the process's one ``HFModel.shared``)."""
+    from agentgrad.models.hf import HFModel
+
+    return HFModel.shared(name="default", path="smollm2")
+
+
+@pytest.fixture(scope="session")
+def smollm2_scorer(smol):
+    """The white-box scorer on the server's weights (dequantised), on the session's one SmolLM2 load."""
+    from agentgrad.attribution.scorer import Scorer
+
+    return Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2")
+
+
 def assert_spans_exact(trace):
     """Every span cut out of its message equals its source node's text, character for character."""
     n_spans = 0
