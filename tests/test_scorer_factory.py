@@ -17,7 +17,7 @@ import agentgrad as ag
 from agentgrad.attribution.factory import make_scorer, register_scorer_value, scorer_path, scorer_values
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.cli import main
-from agentgrad.cli.options import check_device, check_dtype, names, scorer_value
+from agentgrad.cli.options import check_device, check_dtype, method_names, names, scorer_value
 from agentgrad.errors import ConfigError
 
 
@@ -87,6 +87,11 @@ def test_a_folder_that_holds_no_model_is_refused_before_anything_loads(tmp_path)
 def test_the_option_parsers():
     assert names("all", ("a", "b")) == ["a", "b"] and names(" b , a,", ("a", "b")) == ["b", "a"]
     assert names("zzz", ("a",)) == ["zzz"]  # kept: the library names the valid ones
+    assert method_names("last,random") == ["last", "random"]
+    assert not any(m.startswith("judge:") for m in method_names("all")) and "replay" not in method_names("all")
+    assert "replay" in method_names("all", replay=True)
+    with pytest.raises(ConfigError, match="unknown blame method 'nope'"):
+        method_names("nope")
     assert scorer_value("none") is None and scorer_value("") is None and scorer_value("tiny") == "tiny"
     assert check_device("cuda:1") == "cuda:1" and check_dtype("bfloat16") == "bfloat16"
     for bad in ("gpu", "cuda:x", "cuda 0"):

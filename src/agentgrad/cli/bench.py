@@ -54,9 +54,8 @@ def bench_blame(
     """Planted-fault episodes with known root causes: how often each blame method names the right agent."""
     from agentgrad.benchmarks.planted import episodes as E
     from agentgrad.benchmarks.planted.bench import run_benchmark
-    from agentgrad.blame.methods import select_methods
 
-    names = select_methods(methods, judge=bool(judge))
+    names = options.method_names(methods, judge=bool(judge))
     progress, on_start, advance = started_on_demand("episodes")
     try:
         metrics = run_benchmark(options.scorer_value(scorer), names, options.names(topology, E.TOPOLOGIES),
@@ -116,7 +115,7 @@ def bench_whowhen(
     from agentgrad.attribution.factory import make_scorer
     from agentgrad.benchmarks.planted import model  # noqa: F401  (registers the scorer value "trained")
     from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import needs_scorer, select_methods
+    from agentgrad.blame.methods import needs_scorer
     from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
     from agentgrad.errors import ConfigError
     from agentgrad.core.files import check_new_output
@@ -127,7 +126,7 @@ def bench_whowhen(
     if answer_span and not with_ground_truth:
         raise ConfigError("--answer-span locates the answer against the ground truth: drop --without-ground-truth")
     spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
-    names = select_methods(spec, judge=bool(judge))
+    names = options.method_names(spec, judge=bool(judge))
     scored = [n for n in names if needs_scorer(n)]
     if scored and not scorer:
         raise ConfigError(f"{scored[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
@@ -257,9 +256,8 @@ def bench_inject(
     from agentgrad.benchmarks.ablation.cases import SYSTEMS
     from agentgrad.benchmarks.inject.bench import run_inject
     from agentgrad.benchmarks.inject.corrupt import KINDS
-    from agentgrad.blame.methods import select_methods
 
-    names = select_methods(methods, judge=bool(judge), replay=replays > 0)
+    names = options.method_names(methods, judge=bool(judge), replay=replays > 0)
     t0 = time.perf_counter()
     progress, on_start, advance = started_on_demand("injections")
     try:

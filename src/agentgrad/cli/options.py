@@ -30,6 +30,16 @@ def names(value: str, every: tuple[str, ...] | list[str] | dict) -> list[str]:
     return list(every) if value.strip() == "all" else [x.strip() for x in value.split(",") if x.strip()]
 
 
+def method_names(value: str, judge: bool = False, replay: bool = False, exact: bool = False) -> list[str]:
+    """``--methods``: ``all`` or a comma list of blame method names, aliases and prefixes, in the order
+    given (:func:`agentgrad.blame.methods.select_methods`: ``all`` takes the judge methods with a
+    judge, ``replay`` where runs can be replayed; an unknown name is a one-line error listing the
+    valid ones)."""
+    from agentgrad.blame.methods import select_methods
+
+    return select_methods(value, judge=judge, replay=replay, exact=exact)
+
+
 def scorer_value(value: Optional[str]) -> Optional[str]:
     """``--scorer``: a scorer value (:func:`agentgrad.attribution.factory.make_scorer`), or None for
     ``none`` or an empty value (model-free methods only)."""
