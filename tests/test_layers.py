@@ -158,8 +158,8 @@ def test_applications_do_not_import_each_other_in_a_cycle():
     assert not cyclic, f"application packages import each other in a cycle: {cyclic} ({deps})"
 
 
-# Modules outside this helper's reach that still import each other in a circle, or each other's
-# private names; each entry names its file and is removed when that file is fixed (a stale entry fails).
+# Import circles and private-name imports tolerated for now, each entry naming its file and why (none
+# at present); an entry is removed when its file is fixed (a stale entry fails).
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
 KNOWN_PRIVATE: dict[tuple[str, str], str] = {}
 
