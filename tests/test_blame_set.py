@@ -333,3 +333,10 @@ def test_the_command_checks_its_files_before_a_model_loads(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "the expected file" in err and "holds no usable line" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "R").exists()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    for args in (["--expected", str(exp)], ["--loss", "x", "--trace", "t1"]):  # a set, one trace: --resume is no licence
+        assert main(["blame", str(src), *args, "--method", "provenance", "--out", str(mine), "--resume"]) == 1
+        assert "holds no blame to resume" in capsys.readouterr().err
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]

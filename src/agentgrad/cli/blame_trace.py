@@ -123,6 +123,9 @@ def blame_command(
                               "--losses FILE or --expected FILE)")
         check_expected(names, expected)  # before a model loads
     protect = [trace, *(p for p in (losses, answers) if p is not None)]
+    if resume and not overwrite and out.is_dir() and any(out.iterdir()) and not (out / "blame.json").is_file() \
+            and not (out / "verdicts.jsonl").is_file():
+        raise RunError(f"--out {out} holds no blame to resume; choose another --out (or --overwrite to write there)")
     if is_set and not (overwrite or resume) and (out / "verdicts.jsonl").is_file():
         raise RunError(f"--out {out} holds the blame of a set: pass --resume to go on (the finished traces are "
                        f"not redone), --overwrite to start again, or choose another --out")
