@@ -242,6 +242,12 @@ def test_the_command_prints_the_team_table_whole_at_80_columns(tmp_path):
     assert "repair first (provenance): researcher, planner" in out
     assert "researcher -> writer: 6 trace(s)" in out and "planner -> researcher -> writer: 3 trace(s)" in out
     assert "succeeded: 3 skipped" in out and (tmp_path / "R" / "report.html").exists()
+    # the confidence signal: provenance and last name different agents on every blamed trace
+    assert "confidence: provenance and last agree on 0 of 9 blamed trace(s)" in out and "measured: methods" in out
+    lines = [json.loads(x) for x in (tmp_path / "R" / "verdicts.jsonl").read_text().splitlines()]
+    blamed = [v for v in lines if v["status"] == "blamed"]
+    assert len(blamed) == 9 and all(v["confidence"]["signal"] == "model-free" and v["confidence"]["value"] is False
+                                    for v in blamed)
     # the same again: refused; --resume does nothing more; a default loss in set mode
     again = _blame(src, "--expected", exp, "--method", "provenance", "--out", tmp_path / "R")
     assert again.exit_code == 1 and "pass --resume to go on" in str(again.exception)
@@ -340,3 +346,13 @@ def test_the_command_checks_its_files_before_a_model_loads(tmp_path, capsys):
         assert main(["blame", str(src), *args, "--method", "provenance", "--out", str(mine), "--resume"]) == 1
         assert "holds no blame to resume" in capsys.readouterr().err
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+def test_one_trace_prints_its_confidence_signal_with_the_measured_meaning(tmp_path):
+    src, _ = write_set(tmp_path, 2)  # t1: the researcher misstates the tool's figure
+    res = _blame(src, "--trace", "t1", "--loss", "the population is wrong", "--wrong", "90,001",
+                 "--method", "provenance,last", "--out", tmp_path / "one")
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("confidence:"))
+    assert line.startswith("confidence: provenance and last disagree; where they disagree the verdict was right in:")
+    assert "injected faults" in res.output and "docs/confidence.md" in res.output

@@ -120,3 +120,21 @@ def test_methods_missing_on_some_traces_get_their_own_draws():
     tv = team_verdict(vs, resamples=100)
     assert tv.methods["m"].traces == 2 and tv.methods["n"].traces == 1
     assert tv.methods["n"].shares[0].share == 1.0 and tv.primary == "m"
+
+
+def test_agreement_counts_the_blamed_traces_where_the_signals_methods_agree_by_hand():
+    """_set(): the scorer method ``gbc:max_l1:targeted:blend`` against ``provenance`` (top agents):
+    t0 planner/search, t1 planner/planner, t2 researcher/search, t3 planner/search, t4 researcher/planner:
+    one agreement (t1) of five; the succeeded and malformed traces are not counted."""
+    from agentgrad.blame.team import agreement, trace_confidence
+
+    rows = [TraceVerdict(t.trace, t.status, {("gbc:max_l1:targeted:blend" if m == "gbc" else m): v
+                                             for m, v in t.methods.items()}) for t in _set()]
+    a = agreement(rows)
+    assert (a.signal, a.method, a.partner, a.agree, a.disagree) == ("agree", "gbc:max_l1:targeted:blend", "provenance", 1, 4)
+    assert a.meaning[True].startswith("methods agree: right in") and a.meaning[False].startswith("methods disagree")
+    assert trace_confidence(rows[1].methods).value is True and trace_confidence(rows[0].methods).value is False
+    team = team_verdict(rows, resamples=50)
+    assert team.agreement.to_dict()["agree"] == 1 and team.to_dict()["agreement"]["disagree"] == 4
+    # methods that carry no signal (no provenance): no agreement at all
+    assert agreement([TraceVerdict("x", "blamed", {"last": _mv("writer")})]) is None

@@ -184,3 +184,21 @@ def confidence_line(verdicts: Any, method: str | None = None) -> str:
         return f"confidence: {c.meaning}"
     names = f"{c.method} and {c.partner}"
     return f"confidence ({names}): {c.meaning} (docs/confidence.md)"
+
+
+def short_line(c: Confidence) -> str:
+    """``c`` in one line a person reads beside a verdict: whether the two methods agree, then per
+    benchmark how often such a verdict was right, against the other side in brackets."""
+    if c.value is None:
+        return f"confidence: {c.meaning}"
+    side, other = ("agree", "disagree") if c.value else ("disagree", "agree")
+    def named(name: str, b: Mapping[str, Any]) -> str:  # a benchmark measured with another method says which
+        m = b.get("method")
+        return f"{name} [measured with {m.rsplit(':', 1)[-1]}]" if m and c.method and m != c.method else name
+
+    parts = [f"{named(name, b)} {figure(b, side)} (when they {other}: {figure(b, other)})"
+             for name, b in c.measured.items() if b[side]["n"] and b[other]["n"]]
+    said = "; ".join(parts) or "never measured"
+    return (f"confidence: {c.method} and {c.partner} {side}; where they {side} the verdict was right in: {said} "
+            f"(docs/confidence.md)")
+

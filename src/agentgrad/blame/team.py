@@ -15,7 +15,9 @@ turns the blamed traces into, per method,
   ``int(a * R)`` and ``int((1 - a) * R) - 1``, ``a = (1 - level) / 2``), the convention of
   :func:`agentgrad.benchmarks.stats.paired`;
 - the **trajectories** most often walked (agent sequences, each counted once per trace);
-- the **repair order**: agents by share, then by the interval's lower bound.
+- the **repair order**: agents by share, then by the interval's lower bound;
+- the **agreement**: on how many blamed traces the confidence signal's two methods name the same
+  agent (:mod:`agentgrad.blame.confidence`, whose measured meaning comes with it).
 
 Pure functions of the records: nothing here reads or writes a file.
 """
@@ -25,6 +27,8 @@ from __future__ import annotations
 import random
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
+
+from agentgrad.blame.confidence import Confidence, confidence
 
 STATUSES = ("blamed", "succeeded", "malformed", "unblamed")
 NOBODY = "(nothing)"  # the share of failures for which a method named no node at all
@@ -80,6 +84,7 @@ class TraceVerdict:
     expected: str | None = None
     target: int | None = None  # the node the loss attaches to (the final answer)
     seconds: float = 0.0
+    confidence: dict[str, Any] | None = None  # blame/confidence.py's signal of a blamed trace (no figures)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -95,6 +100,8 @@ class TraceVerdict:
                 d[k] = getattr(self, k)
         if self.methods:
             d["methods"] = {m: v.to_dict() for m, v in self.methods.items()}
+        if self.confidence:
+            d["confidence"] = self.confidence
         d["seconds"] = self.seconds
         return d
 
@@ -105,6 +112,7 @@ class TraceVerdict:
                    file=str(d.get("file") or ""), loss=d.get("loss"),
                    wrong=d.get("wrong"), expected=d.get("expected"),
                    offset=d.get("offset"), target=d.get("target"), seconds=float(d.get("seconds") or 0.0),
+                   confidence=d.get("confidence"),
                    methods={m: MethodVerdict.from_dict(v) for m, v in (d.get("methods") or {}).items()})
 
 
@@ -158,12 +166,50 @@ class TeamVerdict:
     resamples: int = 2000
     level: float = 0.95
     seed: int = 0
+    agreement: Agreement | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": self.counts, "primary": self.primary, "repair": self.repair,
+                "agreement": self.agreement.to_dict() if self.agreement else None,
                 "methods": {m: t.to_dict() for m, t in self.methods.items()},
                 "trajectories": [t.to_dict() for t in self.trajectories],
                 "bootstrap": {"resamples": self.resamples, "level": self.level, "seed": self.seed}}
+
+
+def trace_confidence(methods: dict[str, MethodVerdict]) -> Confidence:
+    """The confidence signal of one blamed trace (:func:`agentgrad.blame.confidence.confidence` over
+    each method's top agent)."""
+    return confidence({m: [v.agent] if v.agent else [] for m, v in methods.items()})
+
+
+@dataclass
+class Agreement:
+    """How often the confidence signal's two methods agreed over the blamed traces, with what that was
+    measured to mean (the signal of the first blamed trace that has one)."""
+
+    signal: str
+    method: str | None
+    partner: str | None
+    agree: int
+    disagree: int
+    meaning: dict[bool, str] = field(default_factory=dict)  # value -> the measured meaning's sentence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"signal": self.signal, "method": self.method, "partner": self.partner, "agree": self.agree,
+                "disagree": self.disagree, "meaning": {("agree" if k else "disagree"): v for k, v in self.meaning.items()}}
+
+
+def agreement(traces: Iterable[TraceVerdict]) -> Agreement | None:
+    """The agreement of the blamed traces' confidence signals (None where no trace has one)."""
+    confs = [trace_confidence(t.methods) for t in traces if t.status == "blamed"]
+    confs = [c for c in confs if c.value is not None]
+    if not confs:
+        return None
+    first = confs[0]
+    same = [c for c in confs if (c.signal, c.method, c.partner) == (first.signal, first.method, first.partner)]
+    meaning = {c.value: c.meaning for c in same}
+    return Agreement(first.signal, first.method, first.partner, sum(c.value is True for c in same),
+                     sum(c.value is False for c in same), meaning)
 
 
 def bootstrap_draws(n: int, resamples: int, seed: int) -> list[list[int]]:
@@ -256,9 +302,10 @@ def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = Non
         per[m] = shares(have, draws, resamples, seed, level, m)
     main = primary if primary in per else (names[0] if names else None)
     trajectories = common_trajectories((t.methods[main] for t in blamed if main in t.methods), top) if main else []
-    return TeamVerdict(counts, per, main, trajectories, repair_order(per[main]) if main else [], resamples, level, seed)
+    return TeamVerdict(counts, per, main, trajectories, repair_order(per[main]) if main else [], resamples, level, seed,
+                       agreement(blamed))
 
 
-__all__ = ["AgentShare", "MethodTeam", "MethodVerdict", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
+__all__ = ["AgentShare", "Agreement", "agreement", "trace_confidence", "MethodTeam", "MethodVerdict", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
            "TrajectoryCount", "bootstrap_draws", "common_trajectories", "percentile_interval", "repair_order",
            "shares", "team_verdict"]

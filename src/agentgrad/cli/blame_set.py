@@ -64,6 +64,15 @@ def print_team(team: TeamVerdict, con: Console) -> None:
     if team.repair:
         con.print(f"repair first ({team.primary}): {', '.join(team.repair)}", markup=False, highlight=False,
                   soft_wrap=True)
+    a = team.agreement
+    if a is not None:
+        n = a.agree + a.disagree
+        con.print(f"confidence: {a.method} and {a.partner} agree on {a.agree} of {n} blamed trace(s) "
+                  f"(what agreement was measured to mean: docs/confidence.md; each trace's signal in verdicts.jsonl)",
+                  markup=False, highlight=False, soft_wrap=True)
+        said = a.meaning.get(True) or a.meaning.get(False)  # each sentence gives both sides
+        if said:
+            con.print(f"  measured: {said}", markup=False, highlight=False, soft_wrap=True)
     if team.trajectories:
         con.print(f"most common trajectories ({team.primary}):", markup=False, highlight=False)
         for t in team.trajectories:

@@ -153,6 +153,9 @@ def blame_command(
                   f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
     print_blame_rows(tb.rows(), console)
+    from agentgrad.blame.confidence import confidence, short_line
+
+    console.print(short_line(confidence(tb.outcomes)), highlight=False, markup=False, soft_wrap=True)
     readers = {m: o.reader for m, o in tb.outcomes.items() if o.reader}  # what a fact is (blame/facts.py)
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)

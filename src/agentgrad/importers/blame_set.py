@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from agentgrad.api import load_scorer, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, needs_scorer
-from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict
+from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict, trace_confidence
 from agentgrad.core.files import RunFiles, append_line, check_new_output
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
@@ -332,6 +332,8 @@ def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: li
     except (AgentgradError, ValueError, KeyError, IndexError, TypeError) as e:
         return TraceVerdict(key, "malformed", reason=f"cannot be blamed: {e}", source=where, loss=plan.loss)
     v.methods = method_verdicts(tb)
+    c = trace_confidence(v.methods)
+    v.confidence = {k: x for k, x in c.to_dict().items() if k != "measured"} if c.value is not None else None
     v.target = vl.targets[0] if vl.targets else None
     v.seconds = round(time.time() - t0, 3)
     return v
