@@ -112,50 +112,16 @@ def bench_whowhen(
                                                                   "targeted objective and provenance follow it."),
 ) -> None:
     """Who&When: which agent and step caused each of 184 real failures, per method, next to the published figures."""
-    from agentgrad.attribution.factory import make_scorer
-    from agentgrad.benchmarks.planted import model  # noqa: F401  (registers the scorer value "trained")
-    from agentgrad.blame.judge import Judge, make_judge
-    from agentgrad.blame.methods import needs_scorer
-    from agentgrad.benchmarks.whowhen.bench import DEFAULT_METHODS, run_whowhen
-    from agentgrad.errors import ConfigError
-    from agentgrad.core.files import check_new_output
-    from agentgrad.importers import import_whowhen
+    from agentgrad.benchmarks.whowhen.command import whowhen_benchmark
 
-    if on_too_long not in ("skip", "exclude", "window", "error"):
-        raise ConfigError(f"--on-too-long must be skip, exclude, window or error, got {on_too_long!r}")
-    if answer_span and not with_ground_truth:
-        raise ConfigError("--answer-span locates the answer against the ground truth: drop --without-ground-truth")
-    spec = methods or (DEFAULT_METHODS + (",judge" if judge else ""))
-    names = options.method_names(spec, judge=bool(judge))
-    scored = [n for n in names if needs_scorer(n)]
-    if scored and not scorer:
-        raise ConfigError(f"{scored[0]} needs a white-box model: add --scorer PATH_OR_HUB_ID "
-                          f"(or choose --methods random,all,last,judge)")
-    check_new_output(out, overwrite or resume, "dir", protect=[archive] if archive else None)
-    with console.status("reading the Who&When logs"):
-        res = import_whowhen(archive, subset)
-    if res.broken:
-        err_console.print(f"{len(res.broken)} log(s) could not be read: {res.broken[0]}", markup=False)
-    first, last = options.log_range(logs, len(res.traces)) if logs else (1, len(res.traces))
-    traces = res.traces[first - 1:last]
-    jm = Judge(make_judge(judge)) if judge else None
-    if max_context is not None and not scorer:
-        raise ConfigError("--max-context sets the white-box scorer's context: give --scorer too")
-    sc = make_scorer(scorer, device=device, max_context=max_context,
-                     on_too_long="skip" if on_too_long in ("exclude", "window") else on_too_long) if scorer else None
-    if sc is not None and max_context is not None:
-        from agentgrad.models.hf import context_length
-
-        if max_context > (full := context_length(sc.model, sc.tokenizer)):
-            raise ConfigError(f"--max-context {max_context:,} is longer than the scorer's context ({full:,} tokens)")
-    with progress_bar() as progress:
-        bar = progress.add_task("logs", total=len(traces))
-        m = run_whowhen(traces, names, sc, jm, with_ground_truth, out, on_log=lambda r: progress.advance(bar),
-                        exclude_too_long=on_too_long in ("exclude", "window") and sc is not None, resume=resume,
-                        window=on_too_long == "window" and sc is not None, span=answer_span,
-                        setup={"scorer": scorer, "judge": judge, "subset": subset,
-                               **({"max_context": max_context} if max_context else {})})
-    print_whowhen(m, names, with_ground_truth)
+    progress, on_start, advance = started_on_demand("logs")
+    try:
+        m = whowhen_benchmark(out, subset, with_ground_truth, methods, scorer, judge, on_too_long, device, archive,
+                              overwrite, resume, logs, max_context, answer_span, on_log=advance, on_start=on_start,
+                              warn=lambda line: err_console.print(line, markup=False), status=console.status)
+    finally:
+        progress.stop()
+    print_whowhen(m, m["methods"], with_ground_truth)
     console.print(f"written: {out}/metrics.json, {out}/logs/")
 
 

@@ -60,18 +60,6 @@ def check_dtype(value: str) -> str:
     return value
 
 
-def log_range(value: str, count: int) -> tuple[int, int]:
-    """``--logs``: ``N`` (the first N logs) or ``A-B`` (logs A to B, 1-based and inclusive), as (A, B)
-    within the ``count`` logs there are; anything else is a one-line :class:`ConfigError`."""
-    m = re.fullmatch(r"\s*(?:(\d+)\s*-\s*)?(\d+)\s*", value)
-    first, last = (int(m.group(1) or 1), int(m.group(2))) if m else (0, 0)
-    if not m or first < 1 or last < first:
-        raise ConfigError(f"--logs takes N (the first N logs) or A-B with 1 <= A <= B (logs A to B), got {value!r}")
-    if first > count:
-        raise ConfigError(f"--logs {value}: the subset has only {count} logs")
-    return first, min(last, count)
-
-
 def wording_range(value: str) -> int | tuple[int, int] | None:
     """``--wordings``: N (the first N; 0 all) or A-B (the wordings A to B), else a one-line error."""
     lo, dash, hi = value.strip().partition("-")

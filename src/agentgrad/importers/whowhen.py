@@ -90,7 +90,7 @@ def _whowhen_members(path: Path) -> Iterator[tuple[str, str, Any]]:
 
 
 def whowhen_archive(data: str | Path | None = None) -> Path:
-    from agentgrad.benchmarks.data import benchmark_dir
+    from agentgrad.core.data import benchmark_dir
 
     return benchmark_dir("whowhen", data) / "who_and_when.tar.gz"
 
