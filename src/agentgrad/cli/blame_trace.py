@@ -13,6 +13,7 @@ from rich.text import Text
 
 from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.cli._common import app, console
+from agentgrad.cli.options import DEVICE, DTYPE, JUDGE
 
 
 _COLUMNS = ("method", "blamed", "node", "score", "prompts to repair", "next")
@@ -81,9 +82,9 @@ def blame_command(
                                      f"gradient verdict means something only where they differ)."),
     scorer: str = typer.Option("smollm2", "--scorer", help="White-box scorer for the gradient methods: smollm2, a "
                                                            "folder or hub id, gguf:FILE (a surrogate of the app's model)."),
-    judge: str = typer.Option("", "--judge", help="A model for the judge methods (openai:MODEL@URL, smollm2, ...)."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("float32", "--dtype", help="float32 (default), bfloat16 or float16."),
+    judge: str = JUDGE,
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
     seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking, the random method and the set's bootstrap."),
     out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
