@@ -5,7 +5,8 @@ all of them; CPU processes otherwise), hands each trace to the next free actor t
 ``ActorPool`` (no scheduler of ours), and writes every attribution file here, atomically, as it comes
 back: a stopped run resumes by skipping the files already written, and a remote cluster
 (``address``) needs no shared file system (traces go out as JSON, records come back as JSON). Each
-actor builds the same :class:`Scorer`, so the records are those of one worker, except the timings and
+actor builds the same scorer (:func:`~agentgrad.attribution.factory.make_scorer` on the path the
+driver resolved), so the records are those of one worker, except the timings and
 which calls found their prefix cache already built.
 """
 
@@ -25,14 +26,17 @@ class ScorerWorker:
     """One scorer, loaded once, attributing whole traces (a Ray actor's class)."""
 
     def __init__(self, scorer_kwargs: dict[str, Any]):
+        """``scorer_kwargs["path"]``: the folder, hub id or GGUF file the driver resolved
+        (:func:`~agentgrad.attribution.factory.scorer_path`), not a registered name such as ``trained``,
+        which an actor's process has not registered; the rest are :func:`make_scorer`'s options."""
         import os
 
-        from agentgrad.attribution.scorer import Scorer
+        from agentgrad.attribution.factory import make_scorer
 
         kw = dict(scorer_kwargs)
         if kw.get("device", "cpu") == "auto":
             kw["device"] = "cuda" if os.environ.get("CUDA_VISIBLE_DEVICES") else "cpu"
-        self.scorer = Scorer(kw.pop("path"), **kw)
+        self.scorer = make_scorer(kw.pop("path"), **kw)
 
     def attribute(self, index: int, trace: dict[str, Any], trace_path: str, method: str, top_k: int,
                   seed: int, weight: str | None = None) -> tuple[int, dict[str, Any]]:

@@ -22,7 +22,7 @@ from typing import Any
 def run(selector_name: str, model: str, reflection: Any, budget: int, seed: int) -> dict[str, Any]:
     import gepa
 
-    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.attribution.factory import make_scorer
     from agentgrad.core.config import apply_model_override, load_system_config
     from agentgrad.examples import PIPELINE
     from agentgrad.integrations.gepa import GBCComponentSelector, GEPAAdapter
@@ -35,7 +35,7 @@ def run(selector_name: str, model: str, reflection: Any, budget: int, seed: int)
     models = {n: create_model(n, s.backend, **s.options()) for n, s in cfg.models.items()}
     task = get_task("pipeline")(cfg, {"train": PIPELINE / "train.jsonl", "val": PIPELINE / "val.jsonl"}, models)
     hf = next(m for m in models.values() if isinstance(m, HFModel))
-    adapter = GEPAAdapter(task, Scorer(tokenizer=hf.tokenizer, model=hf.model, path=hf.options.path, on_too_long="skip"))
+    adapter = GEPAAdapter(task, make_scorer(hf, on_too_long="skip"))  # the agents' weights, shared
     seed_candidate = {n: a.prompt.text for n, a in adapter.system.agents().items()}
     selector = GBCComponentSelector(top_k=1) if selector_name == "gbc" else "round_robin"
     result = gepa.optimize(seed_candidate=seed_candidate, trainset=task.examples("train"), valset=task.examples("val"),
