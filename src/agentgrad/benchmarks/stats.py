@@ -5,14 +5,101 @@ A blame figure means something only beside the best model-free baseline, on the 
 and an exact sign test over the episodes where they disagree. An optimisation figure varies over
 cases and over questions at once: :func:`crossed_bootstrap` resamples both, and
 :func:`stratified_permutation_corr` tests a relation across methods within each case.
+
+The resamples and permutations are those of plain loops of ``random.Random(seed)`` draws and
+``sum()``: the draws are taken in bulk and the sums made in numpy, in the same order and rounding, so
+that every figure equals the pure-Python one to the last bit (tests/test_stats.py checks it).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import random
 from typing import Any, Callable, Sequence
+
+import numpy as np
+
+# Python 3.12 and later add floats in sum() with Neumaier's compensation, earlier ones left to right
+_COMPENSATED = sum([0.1] * 10) == 1.0
+_READ_AHEAD = 1.05  # words read for a block of permutation rounds: this much over the average
+
+
+class _Randbelow:
+    """``rng.randrange(bound)`` draws taken many at a time: the very values, in the same order, that
+    calls of ``rng.randrange`` would give. Python draws below ``bound`` by reading the generator's
+    next 32-bit words until one's top ``bound.bit_length()`` bits are below ``bound``
+    (``Random._randbelow_with_getrandbits``); ``rng.getrandbits(32 * w)`` is the next ``w`` words,
+    the first the least significant, so a run of draws is the run of accepted words. The words read
+    past the last draw are lost: ``rng`` is not to be used after."""
+
+    def __init__(self, rng: random.Random):
+        self.rng, self.words, self.pos = rng, np.empty(0, dtype=np.uint32), 0
+
+    def take(self, bound: int, count: int) -> np.ndarray:
+        if not 0 < bound < 1 << 32:
+            raise ValueError(f"draws below {bound}: only from 1 to 2**32 - 1")
+        shift, span = 32 - bound.bit_length(), 2 * count + 64  # a word is accepted with p > 1/2
+        while True:
+            if self.pos + span > len(self.words):
+                fresh = max(span, 1 << 16)
+                raw = self.rng.getrandbits(32 * fresh).to_bytes(4 * fresh, "little")
+                self.words = np.concatenate([self.words[self.pos:], np.frombuffer(raw, dtype="<u4")])
+                self.pos = 0
+            top = self.words[self.pos:self.pos + span] >> shift
+            accepted = np.flatnonzero(top < bound)
+            if len(accepted) >= count:
+                break
+            span *= 2
+        self.pos += int(accepted[count - 1]) + 1 if count else 0
+        return top[accepted[:count]].astype(np.int64)
+
+
+@functools.lru_cache(maxsize=2)
+def _item_draws(n: int, resamples: int, seed: int) -> np.ndarray:
+    """The items of :func:`paired`'s resamples, one row each: ``resamples * n`` draws of
+    ``random.Random(seed).randrange(n)`` in order (read-only: shared by every call of this shape)."""
+    picks = _Randbelow(random.Random(seed)).take(n, n * resamples).reshape(resamples, n)
+    picks.flags.writeable = False
+    return picks
+
+
+@functools.lru_cache(maxsize=2)
+def _case_question_draws(k: int, n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`crossed_bootstrap`'s replicates: per replicate, k draws of ``randrange(k)`` (the cases) then
+    n of ``randrange(n)`` (the questions), in the order of one ``random.Random(seed)``; returned as the
+    cases (replicate x k) and each question's count (replicate x n, floats), read-only."""
+    draw = _Randbelow(random.Random(seed))
+    rows, cols = np.empty((resamples, k), dtype=np.int64), np.empty((resamples, n), dtype=np.int64)
+    for i in range(resamples):
+        rows[i], cols[i] = draw.take(k, k), draw.take(n, n)
+    cols += n * np.arange(resamples)[:, None]
+    weights = np.bincount(cols.ravel(), minlength=resamples * n).reshape(resamples, n).astype(float)
+    rows.flags.writeable = weights.flags.writeable = False
+    return rows, weights
+
+
+def _rowsums(x: np.ndarray) -> np.ndarray:
+    """``sum(row)`` of every row (the last axis) of an array of floats, bit for bit as the built-in
+    adds a list of floats: from 0, left to right, and where the built-in compensates (Python 3.12+)
+    with its compensation, so that the vectorised statistics equal the pure-Python ones."""
+    cols = np.moveaxis(np.asarray(x, dtype=float), -1, 0)
+    total = np.zeros(cols.shape[1:])
+    if len(cols) == 0:
+        return total
+    with np.errstate(all="ignore"):
+        total = total + cols[0]
+        if not _COMPENSATED:
+            for col in cols[1:]:
+                total = total + col
+            return total
+        comp = np.zeros_like(total)
+        for col in cols[1:]:
+            t = total + col
+            comp = comp + np.where(np.abs(total) >= np.abs(col), (total - t) + col, (col - t) + total)
+            total = t
+        return np.where((comp != 0) & np.isfinite(comp), total + comp, total)
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -47,8 +134,17 @@ def paired(a: Sequence[float], b: Sequence[float], resamples: int = 2000, seed: 
     n = len(d)
     if n == 0:
         return {"n": 0, "diff": 0.0, "ci95": [0.0, 0.0], "wins": 0, "losses": 0, "p": 1.0}
-    rng = random.Random(seed)
-    means = sorted(sum(d[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    # each resample is n draws of rng.randrange(n), as a loop of them would make it (the same for
+    # every pair of n items: drawn once), and its sum is the one sum() makes of its items
+    picks, block, means = _item_draws(n, resamples, seed), max(1, (1 << 22) // n), []
+    floats = np.array(d, dtype=float) if all(type(x) is float for x in d) else None
+    for start in range(0, resamples, block):
+        rows = picks[start:start + block]
+        if floats is not None:
+            means.extend((_rowsums(floats[rows]) / n).tolist())
+        else:
+            means.extend(sum(map(d.__getitem__, row)) / n for row in rows.tolist())
+    means.sort()
     wins, losses = sum(x > 0 for x in d), sum(x < 0 for x in d)
     return {"n": n, "diff": sum(d) / n, "ci95": [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]],
             "wins": wins, "losses": losses, "p": sign_test(wins, losses)}
@@ -88,16 +184,25 @@ def crossed_bootstrap(matrices: dict[str, Sequence[Sequence[float]]], stat: Call
             return math.nan
 
     point = value(list(range(k)), [1.0] * n)
-    rng = random.Random(seed)
-    draws = []
-    for _ in range(resamples):
-        rows = [rng.randrange(k) for _ in range(k)]
-        weights = [0.0] * n
-        for _ in range(n):
-            weights[rng.randrange(n)] += 1.0
-        v = value(rows, weights)
-        if v == v:
-            draws.append(v)
+    # a replicate draws k cases, then n questions (rng.randrange each, in that order), as the loop of
+    # draws would (the same for every statistic of this shape: drawn once); the means are summed as
+    # value() sums them (_rowsums), so that the replicates are those of the loop
+    all_rows, all_weights = _case_question_draws(k, n, resamples, seed)
+    arrays = {name: np.array(m, dtype=float) for name, m in mats.items()}
+    draws, block = [], max(1, (1 << 22) // (k * n))
+    for start in range(0, resamples, block):
+        rows, weights = all_rows[start:start + block], all_weights[start:start + block]
+        means = {}
+        for name, m in arrays.items():
+            per_case = _rowsums(weights[:, None, :] * m[None, :, :])  # (replicate, case)
+            means[name] = (_rowsums(np.take_along_axis(per_case, rows, axis=1)) / (k * n)).tolist()
+        for i in range(len(rows)):
+            try:
+                v = stat({name: ms[i] for name, ms in means.items()})
+            except ZeroDivisionError:
+                v = math.nan
+            if v == v:
+                draws.append(v)
     if not draws:
         return {"value": point, "ci95": [math.nan, math.nan], "p": 1.0, "cases": k, "questions": n, "resamples": 0}
     draws.sort()
@@ -138,10 +243,61 @@ def stratified_permutation_corr(points: Sequence[tuple[Any, float, float]], perm
         return sum(a * b for cx, cy in zip(xs_, ys) for a, b in zip(cx, cy)) / math.sqrt(sxx * syy)
 
     r = corr(xs)
-    rng = random.Random(seed)
-    hits = 0
-    for _ in range(permutations):
-        shuffled = [rng.sample(c, len(c)) for c in xs]  # centred x permuted within each stratum
-        hits += abs(corr(shuffled)) >= abs(r) - 1e-12
+    # centred x permuted within each stratum: rng.sample(c, len(c)) for each stratum in turn, as a loop
+    # of them would; each permutation's r summed as corr() sums it
+    shuffled = np.concatenate([np.array(c)[order] for c, order in zip(xs, _within_strata(
+        [len(c) for c in xs], permutations, random.Random(seed)))], axis=1)
+    products = shuffled * np.array([v for c in ys for v in c])
+    hits = int(np.count_nonzero(np.abs(_rowsums(products) / math.sqrt(sxx * syy)) >= abs(r) - 1e-12))
     slope = sum(a * b for cx, cy in zip(xs, ys) for a, b in zip(cx, cy)) / sxx
     return {"r": r, "p": (1 + hits) / (1 + permutations), "strata": len(groups), "points": n_points, "slope": slope}
+
+
+def _within_strata(sizes: list[int], permutations: int, rng: random.Random) -> list[np.ndarray]:
+    """``permutations`` rounds of ``rng.sample(range(m), m)`` for each stratum size ``m`` in turn, the
+    very orders a loop of them would give: per stratum a (permutations x m) array of positions.
+
+    ``sample`` of a whole small population draws ``randbelow(m)``, ``randbelow(m - 1)``, ..., ``randbelow(1)``
+    and moves the last unpicked item into each pick's place. A draw below b reads the generator's 32-bit
+    words until one's top ``b.bit_length()`` bits are below b (see :class:`_Randbelow`): the words are
+    read in bulk, and each draw's word is looked up in a table of the next word each bound accepts."""
+    bounds = [m - i for m in sizes for i in range(m)]
+    shifts = np.array([32 - b.bit_length() for b in bounds], dtype=np.uint32)
+    per_round = sum((1 << b.bit_length()) / b for b in bounds)  # words a round reads, on average
+    block = max(1, int((1 << 21) / (len(set(bounds)) * per_round)))  # rounds at a time: bounded memory
+    words, draws, done = np.empty(0, dtype=np.uint32), [], 0
+    while done < permutations:
+        rounds = min(block, permutations - done)
+        fresh = max(0, int(per_round * rounds * _READ_AHEAD) + 4096 - len(words))
+        while True:
+            raw = rng.getrandbits(32 * fresh).to_bytes(4 * fresh, "little") if fresh else b""
+            words = np.concatenate([words, np.frombuffer(raw, dtype="<u4")])
+            length = len(words)
+            ahead = {}  # bound -> for each word position, the next position whose word it accepts
+            for b in set(bounds):
+                at = np.where((words >> (32 - b.bit_length())) < b, np.arange(length), length)
+                ahead[b] = np.minimum.accumulate(at[::-1])[::-1].tolist() + [length]
+            steps, found, p = [ahead[b] for b in bounds], [], 0
+            try:
+                for _ in range(rounds):
+                    for nxt in steps:
+                        p = nxt[p]
+                        found.append(p)
+                        p += 1
+                break
+            except IndexError:  # a draw ran past the words read: read more (the same stream), redo the block
+                fresh = max(length, 4096)
+        hit = np.array(found, dtype=np.int64).reshape(rounds, len(bounds))
+        draws.append((words[hit] >> shifts).astype(np.int64))
+        words, done = words[p:], done + rounds
+    picks = np.concatenate(draws) if draws else np.empty((0, len(bounds)), dtype=np.int64)
+    orders, t, rows = [], 0, np.arange(permutations)
+    for m in sizes:
+        pool, order = np.tile(np.arange(m), (permutations, 1)), np.empty((permutations, m), dtype=np.int64)
+        for i in range(m):
+            j = picks[:, t + i]
+            order[:, i] = pool[rows, j]
+            pool[rows, j] = pool[rows, m - i - 1]
+        orders.append(order)
+        t += m
+    return orders
