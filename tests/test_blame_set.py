@@ -115,6 +115,9 @@ def test_resume_after_an_interruption_redoes_no_trace(tmp_path):
         bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B", progress=stop_after_five)
     with open(tmp_path / "B" / "verdicts.jsonl", "a") as f:
         f.write('{"trace": "t5", "status": "bla')  # a line cut short by a kill
+    from agentgrad.runs.rundir import kept_summary
+
+    assert kept_summary(tmp_path / "B").endswith("keeps 5 finished trace(s)")  # what the Ctrl-C line says
     with pytest.raises(RunError, match="not empty"):
         bs.blame_set(src, expected=exp, methods=MODEL_FREE, out=tmp_path / "B")
     with pytest.raises(ConfigError, match="methods="):

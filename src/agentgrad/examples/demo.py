@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 
 from agentgrad.examples import LOOKUP, PIPELINE
+from agentgrad.runs.stored import StoredRun
 
 
 def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume: bool = False,
@@ -61,8 +62,8 @@ def summarize(out: Path) -> dict[str, Any]:
     edited prompt before and after, and the validation score before and after."""
     events = _events(out)
     started = next(e for e in events if e["event"] == "train_started")
-    final = json.loads((out / "final.json").read_text())
-    before = json.loads((out / "prompts" / "step-0000.json").read_text())
+    run = StoredRun(out)
+    final, before = run.final(), run.prompts(0)
     changed = {a: (before[a], p) for a, p in final["prompts"].items() if before.get(a) != p}
     edits = [n for e in events if e["event"] == "step" and e.get("accepted") for n in e.get("notes", [])]
     rejected = [n for e in events if e["event"] == "step" and e.get("accepted") is False for n in e.get("notes", [])]

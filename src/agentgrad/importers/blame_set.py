@@ -33,8 +33,9 @@ from agentgrad.importers.base import ImportResult
 from agentgrad.importers.blame import TraceBlame, blame_trace
 from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read_book
 from agentgrad.importers.spans import import_file
+from agentgrad.runs.stored import VERDICTS_FILE, read_verdicts
 
-VERDICTS = "verdicts.jsonl"
+VERDICTS = VERDICTS_FILE
 TRACES = "traces.jsonl"  # the blamed traces, one agentgrad trace a line (one file: no fsync per trace)
 SETTINGS = "blame-set.json"
 
@@ -192,16 +193,7 @@ def _append(path: Path, line: str) -> int:
 
 def _done(files: RunFiles) -> dict[str, TraceVerdict]:
     """The verdicts already in ``verdicts.jsonl`` (a line cut short by a kill is not one)."""
-    p = files.path(VERDICTS)
-    out: dict[str, TraceVerdict] = {}
-    if p.exists():
-        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                v = TraceVerdict.from_dict(json.loads(line))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                continue
-            out[v.trace] = v
-    return out
+    return read_verdicts(files.path(VERDICTS))
 
 
 def _settings(files: RunFiles, settings: dict[str, Any], resume: bool) -> None:

@@ -32,15 +32,20 @@ import yaml
 from agentgrad.errors import ReportError
 from agentgrad.core.files import safe_name
 from agentgrad.core.redact import redacted
+from agentgrad.runs.stored import StoredRun
 
 _HIDDEN_EVENT_KEYS = {"time", "event", "trace", "turns", "replies", "actions"}
+
+
+def _unreadable(path: Path, e: Exception, warnings: list[str]) -> None:
+    warnings.append(f"{path.name}: cannot be read ({type(e).__name__}: {str(e)[:200]})")
 
 
 def _read_json(path: Path, warnings: list[str]) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        warnings.append(f"{path.name}: cannot be read ({type(e).__name__}: {str(e)[:200]})")
+        _unreadable(path, e, warnings)
         return None
 
 
@@ -135,17 +140,11 @@ def _part(path: Path, label: str, attribution: Path | None, warnings: list[str])
         ep["attribution_path"] = a if a is not None and a.exists() else None
     steps = [e for e in events if e.get("event") == "step"]
     samples = [e for e in events if e.get("event") == "sample"]
-    prompts = []
-    if (path / "prompts").is_dir():
-        for f in sorted((path / "prompts").glob("step-*.json")):
-            p = _read_json(f, warnings)
-            try:
-                step = int(f.stem.split("-")[1])
-            except (IndexError, ValueError):
-                continue
-            if isinstance(p, dict):
-                prompts.append({"step": step, "prompts": {str(k): str(v) for k, v in p.items()}})
-    final = _read_json(path / "final.json", warnings) if (path / "final.json").exists() else None
+    run = StoredRun(path)  # an optimisation run's prompt versions and final.json (runs/stored.py)
+    unreadable = lambda f, e: _unreadable(f, e, warnings)  # noqa: E731
+    prompts = [{"step": step, "prompts": {str(k): str(v) for k, v in p.items()}}
+               for step, p in run.prompt_versions(unreadable) if isinstance(p, dict)]
+    final = run.final(unreadable)
     start = next((e for e in events if e.get("event") == "train_started"), None)
     if kind == "blamed" and isinstance(metrics, dict):
         rows = metrics.pop("rows", [])

@@ -129,20 +129,24 @@ class RunDir:
 
 def kept_summary(path: str | os.PathLike) -> str:
     """One phrase saying what a stopped run left in ``path``; every file there is whole (atomic writes)."""
+    from agentgrad.runs.stored import VERDICTS_FILE, StoredRun, read_verdicts
+
     p = Path(path)
     if not p.is_dir():
         return f"nothing was written to {p} yet"
-    if (p / "final.json").is_file() and not (p / "report.html").is_file():  # stopped while writing the report
+    if StoredRun(p).has_final() and not (p / "report.html").is_file():  # stopped while writing the report
         return f"the run in {p} is complete but its report.html was not written"
-    for ckpt in (p / "checkpoint.json", p / "train" / "checkpoint.json"):  # an optimisation, or a benchmark's
+    for run in (StoredRun(p), StoredRun(p / "train")):  # an optimisation, or a benchmark's
         try:
-            state = json.loads(ckpt.read_text(encoding="utf-8"))
-            pending = sum(1 for _ in (ckpt.parent / "pending").glob("*.json"))  # samples of the unfinished step
+            state = run.checkpoint_state()
+            pending = run.pending_count()  # samples of the unfinished step
             more = (f" and {pending} finished sample(s) of the next step, which --resume does not run again"
                     if pending else "")
             return f"{p} keeps the checkpoint after step {state['step']} ({state['next_sample']} samples done){more}"
         except (OSError, ValueError, KeyError, TypeError):
             continue
+    if (p / VERDICTS_FILE).is_file():  # a blamed set: one verdict per finished trace
+        return f"{p} keeps {len(read_verdicts(p / VERDICTS_FILE))} finished trace(s)"
     # a benchmark writes one record per episode (episodes/) beside its trace (traces/): count each once
     episodes = sum(1 for _ in p.glob("**/episodes/*.json")) or sum(1 for _ in p.glob("**/traces/*.json"))
     if episodes:

@@ -28,35 +28,33 @@ from agentgrad.core.trace import Trace
 from agentgrad.errors import RunError
 from agentgrad.runs.checkpoint import CHECKPOINT_FILE, checked, prompts_file, stamped
 from agentgrad.runs.rundir import RunDir
+from agentgrad.runs.stored import FINAL_FILE, PENDING_DIR, PROMPTS_DIR, StoredRun
 
 
-class RunStore:
-    """The files of the optimisation run in ``run_dir``."""
+class RunStore(StoredRun):
+    """The files of the optimisation run in ``run_dir``: written here, read through
+    :class:`~agentgrad.runs.stored.StoredRun` (the read-only view the report and the demo use)."""
 
     def __init__(self, run_dir: RunDir):
+        super().__init__(run_dir.path)
         self.run_dir = run_dir
-        self.path = run_dir.path
         self.files = run_dir.files
 
     def log(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append one event to the run's log (:meth:`RunDir.log`); returns the record."""
         return self.run_dir.log(event, **fields)
 
-    def _read_json(self, *parts: str) -> Any:
-        path = self.files.path(*parts)
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise RunError(f"cannot read {path}: {e}") from None
-
     # --- prompts and checkpoints -------------------------------------------------------------
     def save_prompts(self, step: int, prompts: dict[str, str]) -> None:
         """The prompts after ``step`` (0: the starting ones), as ``prompts/step-NNNN.json``."""
-        self.files.write_json("prompts", prompts_file(step), data=prompts)
+        self.files.write_json(PROMPTS_DIR, prompts_file(step), data=prompts)
 
-    def prompts(self, step: int = 0) -> dict[str, str]:
-        """The prompts saved after ``step`` (0: the starting ones)."""
-        return self._read_json("prompts", prompts_file(step))
+    def prompts(self, step: int = 0, unreadable: Any = None) -> dict[str, str]:
+        """The prompts saved after ``step`` (0: the starting ones); :class:`RunError` when there are none."""
+        prompts = super().prompts(step, unreadable)
+        if prompts is None and unreadable is None:
+            raise RunError(f"cannot read {self.files.path(PROMPTS_DIR, prompts_file(step))}: the file does not exist")
+        return prompts
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         """``state`` (the loop's fields) as the run's checkpoint, stamped with the format version."""
@@ -68,7 +66,7 @@ class RunStore:
         path = self.files.path(CHECKPOINT_FILE)
         if not path.exists():
             return None
-        return checked(self._read_json(CHECKPOINT_FILE), path, self.path, digest)
+        return checked(self.read_json(CHECKPOINT_FILE), path, self.path, digest)
 
     # --- per sample -------------------------------------------------------------------------------
     def trace_path(self, sample: str) -> str:
@@ -86,7 +84,7 @@ class RunStore:
     # validation) is kept in pending/ until the step's checkpoint, and a resumed run reads it back
     # instead of running it again
     def _pending(self, sample: str) -> Path:
-        return self.run_dir.sample_path("pending", sample)
+        return self.run_dir.sample_path(PENDING_DIR, sample)
 
     def pending(self, sample: str) -> dict[str, Any] | None:
         """What was kept of ``sample`` in the unfinished step; None when nothing (or nothing readable) was."""
@@ -108,4 +106,4 @@ class RunStore:
     # --- the end ------------------------------------------------------------------------------
     def save_final(self, final: dict[str, Any]) -> None:
         """The final prompts and scores, as ``final.json``."""
-        self.files.write_json("final.json", data=final)
+        self.files.write_json(FINAL_FILE, data=final)
