@@ -172,27 +172,23 @@ def bench_ablation(
     """Does better blame give better prompts? Planted prompt defects, screened against a noise floor; the same loop per arm."""
     from agentgrad.benchmarks.ablation.bench import ARMS
     from agentgrad.benchmarks.ablation.cases import DEFECTS, SYSTEMS
-    from agentgrad.benchmarks.ablation.grid import run_ablation
+    from agentgrad.benchmarks.ablation.grid import ablation_benchmark
     from agentgrad.benchmarks.ablation.summary import markdown_table
 
-    summary = run_ablation(out, model=model, systems=options.names(systems, SYSTEMS),
-                           defects=options.names(defects, DEFECTS), methods=options.names(methods, ARMS), seeds=seeds,
-                           optimizer=optimizer, optimizer_model=optimizer_model or None, steps=steps,
-                           step_every=step_every, val_size=val_size, test_size=test_size or None,
-                           noise_edits=noise_edits, keep_factor=keep_factor, screen_first=screen_first,
-                           wordings=options.wording_range(wordings), positions=positions or None,
-                           agents=agents or None, concurrency=concurrency, stop_after=stop_after or None,
-                           screen_only=screen_only, resume=resume, prompts=prompts,
-                           log=lambda s: console.print(s, markup=False, highlight=False))
+    summary, report = ablation_benchmark(
+        out, model=model, systems=options.names(systems, SYSTEMS), defects=options.names(defects, DEFECTS),
+        methods=options.names(methods, ARMS), seeds=seeds, optimizer=optimizer,
+        optimizer_model=optimizer_model or None, steps=steps, step_every=step_every, val_size=val_size,
+        test_size=test_size or None, noise_edits=noise_edits, keep_factor=keep_factor, screen_first=screen_first,
+        wordings=options.wording_range(wordings), positions=positions or None, agents=agents or None,
+        concurrency=concurrency, stop_after=stop_after or None, screen_only=screen_only, resume=resume,
+        prompts=prompts, log=lambda s: console.print(s, markup=False, highlight=False))
     console.print(markdown_table(summary), markup=False, highlight=False)
-    from agentgrad.report.html import write_report
-
-    report = write_report(out)
     console.print(f"{summary['kept']} cases kept, {summary['dropped']} dropped (damage on the screening split under "
                   f"{keep_factor:g}x the noise floor); {summary['runs']} runs; {summary['seconds_this_run']:.0f} s "
                   f"this chunk, {summary['seconds_total']:.0f} s over {summary['chunks']} chunks"
                   + ("; stopped early: --resume continues" if summary["stopped"] else "")
-                  + f"; written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-gain.svg, {report.path}",
+                  + f"; written: {out}/table.md, {out}/steps.svg, {out}/blame-vs-gain.svg, {report}",
                   markup=False, highlight=False)
 
 

@@ -106,7 +106,7 @@ def ablation_view(part: dict[str, Any]) -> dict[str, Any] | None:
     """The ablation's cases, its methods side by side (means with 95% intervals) and its two figures."""
     if part["kind"] != "ablation":
         return None
-    from agentgrad.benchmarks.ablation.figure import curve_svg, scatter_svg
+    from agentgrad.report.ablation_figures import curve_svg, scatter_svg
 
     summary, rows = part["ablation"]["summary"], part["ablation"]["rows"]
     cases = [c for c in summary.get("cases") or [] if isinstance(c, dict)]

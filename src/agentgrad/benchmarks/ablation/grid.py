@@ -181,6 +181,16 @@ def run_ablation(out: str | Path, *, model: str = "smollm2", systems: list[str] 
     return finish(out, options, seconds, stopped)
 
 
+def ablation_benchmark(out: str | Path, **options: Any) -> tuple[dict[str, Any], Path]:
+    """``bench ablation`` as one call: :func:`run_ablation` with ``options`` (its options are checked
+    there, before a model loads), then the folder's HTML report (``out/report.html``, over everything
+    in ``out`` so far); returns (the summary, the report's path)."""
+    from agentgrad.report.html import write_report
+
+    summary = run_ablation(out, **options)
+    return summary, write_report(Path(out)).path
+
+
 def load_records(out: Path, seeds: list[int] | None = None, systems: list[str] | None = None,
                  names: list[str] | None = None
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:

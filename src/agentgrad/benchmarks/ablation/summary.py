@@ -21,29 +21,14 @@ every case is asked the same test questions). Every ratio has its raw question c
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from agentgrad.benchmarks.stats import crossed_bootstrap, sign_test, stratified_permutation_corr
+from agentgrad.core.stats import mean_ci
 from agentgrad.errors import ConfigError
 
 NULL_ARMS = ("noop", "random_line")
 BASELINES = ("random_line", "noop", "random", "all", "oracle")
-
-
-def mean_ci(xs: list[float]) -> tuple[float, float, float]:
-    """Mean and a 95% t interval (normal beyond 30 values); one value: the value, twice."""
-    n = len(xs)
-    if n == 0:
-        return math.nan, math.nan, math.nan
-    m = sum(xs) / n
-    if n == 1:
-        return m, m, m
-    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1))
-    t = {2: 12.71, 3: 4.30, 4: 3.18, 5: 2.78, 6: 2.57, 7: 2.45, 8: 2.36, 9: 2.31, 10: 2.26}.get(n, 2.09 if n <= 20 else
-                                                                                             2.04 if n <= 30 else 1.96)
-    h = t * sd / math.sqrt(n)
-    return m, m - h, m + h
 
 
 def _q(bits: str) -> list[int]:
