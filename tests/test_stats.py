@@ -1,7 +1,7 @@
 """The bootstrap in numpy gives the pure-Python bootstrap's figures exactly (the committed figures rest on them).
 
 :func:`paired` and :func:`crossed_bootstrap` draw their resamples with ``random.Random(seed).randrange``
-and sum with ``sum()``; the vectorised code takes the same draws in bulk (``_Randbelow``) and adds as
+and sum with ``sum()``; the vectorised code takes the same draws in bulk (``_Randbelow``, ``_draw_rounds``) and adds as
 ``sum()`` adds (``_rowsums``). Each part is checked against Python itself, and the two statistics
 against their pure-Python definitions (below, as they were written before) on inputs of every kind
 the tables give them: fractional tie credits, integer credits, one item, a ratio over zero.
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from agentgrad.benchmarks import stats
-from agentgrad.benchmarks.stats import _Randbelow, _rowsums, crossed_bootstrap, paired, stratified_permutation_corr
+from agentgrad.benchmarks.stats import _draw_rounds, _Randbelow, _rowsums, crossed_bootstrap, paired
 
 
 def paired_by_loop(a, b, resamples=2000, seed=0):
@@ -64,34 +64,9 @@ def crossed_by_loop(matrices, stat, resamples=2000, seed=0):
             "cases": k, "questions": n, "resamples": m}
 
 
-def permutation_corr_by_loop(points, permutations=10000, seed=0):
-    groups = {}
-    for s, x, y in points:
-        groups.setdefault(s, []).append((float(x), float(y)))
-    groups = {s: g for s, g in groups.items() if len(g) > 1}
-    xs, ys = [], []
-    for g in groups.values():
-        mx, my = sum(x for x, _ in g) / len(g), sum(y for _, y in g) / len(g)
-        xs.append([x - mx for x, _ in g])
-        ys.append([y - my for _, y in g])
-    sxx, syy = sum(v * v for c in xs for v in c), sum(v * v for c in ys for v in c)
-    n_points = sum(len(c) for c in xs)
-    if sxx == 0 or syy == 0:
-        return {"r": math.nan, "p": 1.0, "strata": len(groups), "points": n_points, "slope": math.nan}
-
-    def corr(xs_):
-        return sum(a * b for cx, cy in zip(xs_, ys) for a, b in zip(cx, cy)) / math.sqrt(sxx * syy)
-
-    r = corr(xs)
-    rng = random.Random(seed)
-    hits = 0
-    for _ in range(permutations):
-        hits += abs(corr([rng.sample(c, len(c)) for c in xs])) >= abs(r) - 1e-12
-    slope = sum(a * b for cx, cy in zip(xs, ys) for a, b in zip(cx, cy)) / sxx
-    return {"r": r, "p": (1 + hits) / (1 + permutations), "strata": len(groups), "points": n_points, "slope": slope}
-
-
-def test_bulk_draws_are_the_draws_of_randrange_in_order():
+@pytest.mark.parametrize("read_ahead", [1.05, 0.2])  # 0.2: blocks of rounds run out of words and read more
+def test_bulk_draws_are_the_draws_of_randrange_in_order(monkeypatch, read_ahead):
+    monkeypatch.setattr(stats, "_READ_AHEAD", read_ahead)
     bounds = [1, 2, 3, 5, 7, 8, 9, 31, 32, 33, 100, 2**16 + 1, 2**31 + 1, 2**32 - 1]
     plan = [(b, c) for b in bounds for c in (1, 3, 200)] + [(5, 0), (7, 70_000), (3, 5)]
     mine, theirs = _Randbelow(random.Random(11)), random.Random(11)
@@ -99,6 +74,10 @@ def test_bulk_draws_are_the_draws_of_randrange_in_order():
         assert mine.take(bound, count).tolist() == [theirs.randrange(bound) for _ in range(count)], (bound, count)
     with pytest.raises(ValueError, match="only from 1"):
         mine.take(2**32, 1)
+    bounds = [3, 1, 2**31 + 1, 7, 7, 2**32 - 1, 2]  # rounds of mixed bounds, many blocks of them
+    theirs = random.Random(12)
+    assert _draw_rounds(bounds, 40_000, random.Random(12)).tolist() == \
+        [[theirs.randrange(b) for b in bounds] for _ in range(40_000)]
 
 
 def cpython_neumaier(xs):
@@ -115,8 +94,8 @@ def rows_to_sum():
     r = random.Random(3)
     rows = [[r.choice([0.0, -0.0, 1.0, 0.5, 1 / 3, 0.1, -2 / 7]) for _ in range(r.randint(1, 40))] for _ in range(300)]
     rows += [[r.uniform(-1, 1) * 10 ** r.randint(-20, 20) for _ in range(25)] for _ in range(300)]
-    rows += [[1.0, 1e100, 1.0, -1e100], [-0.0], [-0.0, -0.0], [math.inf, 1.0], [1.0, math.inf, -math.inf], [math.nan, 1.0],
-             [1e308, 1e308, -1e308], [0.1] * 10]
+    rows += [[1.0, 1e100, 1.0, -1e100], [-0.0], [-0.0, -0.0], [math.inf, 1.0], [1.0, math.inf, -math.inf],
+             [math.nan, 1.0], [1e308, 1e308, -1e308], [0.1] * 10]
     return rows
 
 
@@ -179,14 +158,3 @@ def test_crossed_bootstrap_is_its_loop_of_draws_exactly():
         got, want = crossed_bootstrap(mats, stat, resamples, seed), crossed_by_loop(mats, stat, resamples, seed)
         assert repr(got) == repr(want), (trial, k, n)  # repr: nan equals nan
 
-
-@pytest.mark.parametrize("read_ahead", [1.05, 0.2])  # 0.2: blocks run out of words and read more
-def test_the_stratified_permutation_test_is_its_loop_of_samples_exactly(monkeypatch, read_ahead):
-    monkeypatch.setattr(stats, "_READ_AHEAD", read_ahead)
-    r = random.Random(9)
-    for trial in range(12):
-        points = [(f"case{s}", r.choice([0, 0.25, 0.5, 1.0, r.random()]), r.choice([0, 1, -1, 0.5, r.random()]))
-                  for s in range(r.randint(1, 12)) for _ in range(r.choice([1, 2, 3, 5, 8, 17]))]
-        permutations, seed = r.choice([0, 1, 10, 300, 1500]), r.randrange(50)
-        got = stratified_permutation_corr(points, permutations, seed)
-        assert repr(got) == repr(permutation_corr_by_loop(points, permutations, seed)), (trial, permutations)

@@ -6,14 +6,15 @@ and an exact sign test over the episodes where they disagree. An optimisation fi
 cases and over questions at once: :func:`crossed_bootstrap` resamples both, and
 :func:`stratified_permutation_corr` tests a relation across methods within each case.
 
-The resamples and permutations are those of plain loops of ``random.Random(seed)`` draws and
-``sum()``: the draws are taken in bulk and the sums made in numpy, in the same order and rounding, so
-that every figure equals the pure-Python one to the last bit (tests/test_stats.py checks it).
+The bootstrap resamples are those of plain loops of ``random.Random(seed)`` draws and ``sum()``: the
+draws are taken in bulk (once per shape) and the sums made in numpy, in the same order and rounding,
+so that every figure equals the pure-Python one to the last bit (tests/test_stats.py checks it).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import random
@@ -23,7 +24,7 @@ import numpy as np
 
 # Python 3.12 and later add floats in sum() with Neumaier's compensation, earlier ones left to right
 _COMPENSATED = sum([0.1] * 10) == 1.0
-_READ_AHEAD = 1.05  # words read for a block of permutation rounds: this much over the average
+_READ_AHEAD = 1.05  # words read for a block of rounds of draws: this much over the average
 
 
 class _Randbelow:
@@ -69,33 +70,40 @@ def _item_draws(n: int, resamples: int, seed: int) -> np.ndarray:
 def _case_question_draws(k: int, n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`crossed_bootstrap`'s replicates: per replicate, k draws of ``randrange(k)`` (the cases) then
     n of ``randrange(n)`` (the questions), in the order of one ``random.Random(seed)``; returned as the
-    cases (replicate x k) and each question's count (replicate x n, floats), read-only."""
-    draw = _Randbelow(random.Random(seed))
-    rows, cols = np.empty((resamples, k), dtype=np.int64), np.empty((resamples, n), dtype=np.int64)
-    for i in range(resamples):
-        rows[i], cols[i] = draw.take(k, k), draw.take(n, n)
-    cols += n * np.arange(resamples)[:, None]
+    cases (replicate x k) and each question's count (question x replicate, floats), read-only."""
+    both = _draw_rounds([k] * k + [n] * n, resamples, random.Random(seed))
+    rows, cols = both[:, :k], both[:, k:]
+    cols = cols + n * np.arange(resamples)[:, None]
     weights = np.bincount(cols.ravel(), minlength=resamples * n).reshape(resamples, n).astype(float)
+    rows, weights = np.ascontiguousarray(rows), np.ascontiguousarray(weights.T)  # weights: question x replicate
     rows.flags.writeable = weights.flags.writeable = False
     return rows, weights
 
 
 def _rowsums(x: np.ndarray) -> np.ndarray:
     """``sum(row)`` of every row (the last axis) of an array of floats, bit for bit as the built-in
-    adds a list of floats: from 0, left to right, and where the built-in compensates (Python 3.12+)
-    with its compensation, so that the vectorised statistics equal the pure-Python ones."""
-    cols = np.moveaxis(np.asarray(x, dtype=float), -1, 0)
-    total = np.zeros(cols.shape[1:])
-    if len(cols) == 0:
+    adds a list of floats (:func:`_sum_terms`)."""
+    x = np.asarray(x, dtype=float)
+    return _sum_terms(np.moveaxis(x, -1, 0), x.shape[:-1])
+
+
+def _sum_terms(terms: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The sums of arrays of ``shape``, term after term, bit for bit as ``sum()`` adds floats: from 0,
+    left to right, and where the built-in compensates (Python 3.12+) with its compensation, so that
+    the vectorised statistics equal the pure-Python ones."""
+    terms = iter(terms)
+    total = np.zeros(shape)
+    first = next(terms, None)
+    if first is None:
         return total
     with np.errstate(all="ignore"):
-        total = total + cols[0]
+        total = total + first
         if not _COMPENSATED:
-            for col in cols[1:]:
+            for col in terms:
                 total = total + col
             return total
         comp = np.zeros_like(total)
-        for col in cols[1:]:
+        for col in terms:
             t = total + col
             comp = comp + np.where(np.abs(total) >= np.abs(col), (total - t) + col, (col - t) + total)
             total = t
@@ -141,7 +149,7 @@ def paired(a: Sequence[float], b: Sequence[float], resamples: int = 2000, seed: 
     for start in range(0, resamples, block):
         rows = picks[start:start + block]
         if floats is not None:
-            means.extend((_rowsums(floats[rows]) / n).tolist())
+            means.extend((_sum_terms(floats[rows.T], (len(rows),)) / n).tolist())
         else:
             means.extend(sum(map(d.__getitem__, row)) / n for row in rows.tolist())
     means.sort()
@@ -191,10 +199,10 @@ def crossed_bootstrap(matrices: dict[str, Sequence[Sequence[float]]], stat: Call
     arrays = {name: np.array(m, dtype=float) for name, m in mats.items()}
     draws, block = [], max(1, (1 << 22) // (k * n))
     for start in range(0, resamples, block):
-        rows, weights = all_rows[start:start + block], all_weights[start:start + block]
+        rows, weights = all_rows[start:start + block], all_weights[:, start:start + block]
         means = {}
-        for name, m in arrays.items():
-            per_case = _rowsums(weights[:, None, :] * m[None, :, :])  # (replicate, case)
+        for name, m in arrays.items():  # each case's weighted sum over the questions: (replicate, case)
+            per_case = _sum_terms((w[:, None] * q[None, :] for w, q in zip(weights, m.T)), (len(rows), k))
             means[name] = (_rowsums(np.take_along_axis(per_case, rows, axis=1)) / (k * n)).tolist()
         for i in range(len(rows)):
             try:
@@ -243,61 +251,52 @@ def stratified_permutation_corr(points: Sequence[tuple[Any, float, float]], perm
         return sum(a * b for cx, cy in zip(xs_, ys) for a, b in zip(cx, cy)) / math.sqrt(sxx * syy)
 
     r = corr(xs)
-    # centred x permuted within each stratum: rng.sample(c, len(c)) for each stratum in turn, as a loop
-    # of them would; each permutation's r summed as corr() sums it
-    shuffled = np.concatenate([np.array(c)[order] for c, order in zip(xs, _within_strata(
-        [len(c) for c in xs], permutations, random.Random(seed)))], axis=1)
-    products = shuffled * np.array([v for c in ys for v in c])
-    hits = int(np.count_nonzero(np.abs(_rowsums(products) / math.sqrt(sxx * syy)) >= abs(r) - 1e-12))
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(permutations):
+        shuffled = [rng.sample(c, len(c)) for c in xs]  # centred x permuted within each stratum
+        hits += abs(corr(shuffled)) >= abs(r) - 1e-12
     slope = sum(a * b for cx, cy in zip(xs, ys) for a, b in zip(cx, cy)) / sxx
     return {"r": r, "p": (1 + hits) / (1 + permutations), "strata": len(groups), "points": n_points, "slope": slope}
 
 
-def _within_strata(sizes: list[int], permutations: int, rng: random.Random) -> list[np.ndarray]:
-    """``permutations`` rounds of ``rng.sample(range(m), m)`` for each stratum size ``m`` in turn, the
-    very orders a loop of them would give: per stratum a (permutations x m) array of positions.
-
-    ``sample`` of a whole small population draws ``randbelow(m)``, ``randbelow(m - 1)``, ..., ``randbelow(1)``
-    and moves the last unpicked item into each pick's place. A draw below b reads the generator's 32-bit
-    words until one's top ``b.bit_length()`` bits are below b (see :class:`_Randbelow`): the words are
-    read in bulk, and each draw's word is looked up in a table of the next word each bound accepts."""
-    bounds = [m - i for m in sizes for i in range(m)]
-    shifts = np.array([32 - b.bit_length() for b in bounds], dtype=np.uint32)
+def _draw_rounds(bounds: list[int], rounds: int, rng: random.Random) -> np.ndarray:
+    """``rounds`` rounds of ``rng.randrange(b)`` for each ``b`` of ``bounds`` in turn (round x draw), the
+    very values a loop of them would give. A draw below b reads the generator's 32-bit words until one's
+    top ``b.bit_length()`` bits are below b (see :class:`_Randbelow`), so a run of draws below the same
+    b is the run of the next words b accepts: the words are read in bulk, and each run's words found
+    from a count of the words each bound accepts."""
+    if not all(0 < b < 1 << 32 for b in bounds):
+        raise ValueError(f"draws below {max(bounds)}: only from 1 to 2**32 - 1")
+    runs = [(b, len(list(g))) for b, g in itertools.groupby(bounds)]  # (bound, draws) in a round
     per_round = sum((1 << b.bit_length()) / b for b in bounds)  # words a round reads, on average
     block = max(1, int((1 << 21) / (len(set(bounds)) * per_round)))  # rounds at a time: bounded memory
     words, draws, done = np.empty(0, dtype=np.uint32), [], 0
-    while done < permutations:
-        rounds = min(block, permutations - done)
-        fresh = max(0, int(per_round * rounds * _READ_AHEAD) + 4096 - len(words))
+    while done < rounds:
+        count = min(block, rounds - done)
+        fresh = max(0, int(per_round * count * _READ_AHEAD) + 4096 - len(words))
         while True:
             raw = rng.getrandbits(32 * fresh).to_bytes(4 * fresh, "little") if fresh else b""
             words = np.concatenate([words, np.frombuffer(raw, dtype="<u4")])
-            length = len(words)
-            ahead = {}  # bound -> for each word position, the next position whose word it accepts
+            accepted, tables = {}, {}  # bound -> the positions of the words it accepts; how many lie before each
             for b in set(bounds):
-                at = np.where((words >> (32 - b.bit_length())) < b, np.arange(length), length)
-                ahead[b] = np.minimum.accumulate(at[::-1])[::-1].tolist() + [length]
-            steps, found, p = [ahead[b] for b in bounds], [], 0
+                ok = (words >> (32 - b.bit_length())) < b
+                accepted[b] = np.flatnonzero(ok)
+                tables[b] = (np.concatenate([[0], np.cumsum(ok)]).tolist(), accepted[b].tolist())
+            steps = [(*tables[b], r) for b, r in runs]
+            firsts, p = [], 0  # per run of each round: the index of its first word among its bound's
             try:
-                for _ in range(rounds):
-                    for nxt in steps:
-                        p = nxt[p]
-                        found.append(p)
-                        p += 1
+                for _ in range(count):
+                    for seen, at, r in steps:
+                        c = seen[p]
+                        firsts.append(c)
+                        p = at[c + r - 1] + 1
                 break
-            except IndexError:  # a draw ran past the words read: read more (the same stream), redo the block
-                fresh = max(length, 4096)
-        hit = np.array(found, dtype=np.int64).reshape(rounds, len(bounds))
-        draws.append((words[hit] >> shifts).astype(np.int64))
-        words, done = words[p:], done + rounds
-    picks = np.concatenate(draws) if draws else np.empty((0, len(bounds)), dtype=np.int64)
-    orders, t, rows = [], 0, np.arange(permutations)
-    for m in sizes:
-        pool, order = np.tile(np.arange(m), (permutations, 1)), np.empty((permutations, m), dtype=np.int64)
-        for i in range(m):
-            j = picks[:, t + i]
-            order[:, i] = pool[rows, j]
-            pool[rows, j] = pool[rows, m - i - 1]
-        orders.append(order)
-        t += m
-    return orders
+            except IndexError:  # a run ran past the words read: read more (the same stream), redo the block
+                fresh = max(len(words), 4096)
+        firsts_by_run = np.array(firsts, dtype=np.int64).reshape(count, len(runs))
+        cols = [words[accepted[b][firsts_by_run[:, j, None] + np.arange(r)]] >> (32 - b.bit_length())
+                for j, (b, r) in enumerate(runs)]
+        draws.append(np.concatenate(cols, axis=1).astype(np.int64))
+        words, done = words[p:], done + count
+    return np.concatenate(draws) if draws else np.empty((0, len(bounds)), dtype=np.int64)
