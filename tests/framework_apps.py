@@ -16,6 +16,11 @@ by the OpenTelemetry SDK's OTLP JSON file exporter: what a user of agentgrad alr
 
 Both return what the app did (the agents' outputs and the tools' results, in order), for the tests
 to compare with the imported trace. ``plant`` makes the worker's tool return a wrong value.
+
+Each also runs on a set of inputs into one file (:func:`langgraph_set`, :func:`agents_set`: one trace
+per input, the OTLP exporter appends): the 20 cities of :data:`CITIES` and the 20 invoices of
+:data:`INVOICES`, with their right answers. The set's planted defect (:func:`planted`) is in one
+agent's tool: it reads the next row of its table, so every answer it gives is another input's.
 """
 
 
@@ -26,6 +31,36 @@ from typing import Any
 
 CITY, POPULATION, WRONG_POPULATION = "Lyon", "522,250", "9,999,999"
 INVOICE, AMOUNT, WRONG_AMOUNT = "INV-1001", "$142.50", "$9,999.00"
+QUESTION = "What is the population of {city}, in thousands?"  # the single run's question
+SET_QUESTION = "What is the population of {city}?"  # the set's: its expected answer is the population itself
+SUPERVISOR = ("You are the supervisor of a researcher and an analyst. Say who works next, "
+              "or give the final answer in one sentence.")  # the single run's supervisor, at every turn
+# the set's supervisor routes until its workers have reported, then answers; as in LangGraph's supervisor
+# tutorial its routing replies only route (they are not added to the messages): SmolLM2 answers the question
+# at its first turn, from nothing, whatever it is told, and shown that reply repeats it at its last turn
+SET_SUPERVISOR = ("You are the supervisor of a researcher and an analyst. Say who works next.",
+                  "You are the supervisor. Give the user the final answer in one sentence, with the figure your "
+                  "team found.")
+
+# (city, population): the inputs of the LangGraph set and their expected answers (figures as of the
+# last census each country published; any fixed table would do, what matters is that each is distinct)
+CITIES = (("Lyon", "522,250"), ("Marseille", "873,076"), ("Toulouse", "504,078"), ("Nice", "348,085"),
+          ("Nantes", "323,204"), ("Strasbourg", "291,313"), ("Montpellier", "302,454"), ("Bordeaux", "261,804"),
+          ("Lille", "236,710"), ("Rennes", "227,830"), ("Reims", "180,318"), ("Toulon", "180,452"),
+          ("Grenoble", "156,389"), ("Dijon", "159,346"), ("Angers", "157,175"), ("Nimes", "148,561"),
+          ("Brest", "139,926"), ("Limoges", "129,754"), ("Tours", "137,087"), ("Amiens", "133,625"))
+# (invoice, amount due): the inputs of the Agents SDK set and their expected answers
+INVOICES = (("INV-1001", "$142.50"), ("INV-1002", "$87.20"), ("INV-1003", "$310.00"), ("INV-1004", "$56.75"),
+            ("INV-1005", "$1,204.10"), ("INV-1006", "$23.99"), ("INV-1007", "$468.30"), ("INV-1008", "$75.00"),
+            ("INV-1009", "$932.45"), ("INV-1010", "$18.60"), ("INV-1011", "$254.80"), ("INV-1012", "$699.00"),
+            ("INV-1013", "$41.25"), ("INV-1014", "$387.90"), ("INV-1015", "$120.00"), ("INV-1016", "$815.55"),
+            ("INV-1017", "$64.40"), ("INV-1018", "$2,150.00"), ("INV-1019", "$199.99"), ("INV-1020", "$333.30"))
+
+
+def planted(table: "tuple[tuple[str, str], ...]", plant: bool) -> "list[tuple[str, str]]":
+    """(input, what the tool returns for it): the table itself, or with ``plant`` the set's defect, a
+    lookup that reads the next row (the last input gets the first row's value)."""
+    return [(k, table[(i + 1) % len(table)][1] if plant else v) for i, (k, v) in enumerate(table)]
 
 
 def _provider(out: Path):
@@ -40,72 +75,95 @@ def _provider(out: Path):
 
 def langgraph_supervisor(base_url: str, out: Path, plant: bool = False, genai: bool = False) -> "dict[str, Any]":
     """Run the supervisor app once, its spans written to ``out``; returns what it did."""
-    from typing import Annotated, TypedDict
+    return langgraph_set(base_url, out, [(CITY, WRONG_POPULATION if plant else POPULATION)], genai, QUESTION,
+                         (SUPERVISOR, SUPERVISOR), routing_in_history=True)[0]
 
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-    from langchain_core.tools import tool
+
+def langgraph_set(base_url: str, out: Path, cases: "list[tuple[str, str]]", genai: bool = False,
+                  question: str = SET_QUESTION, supervisor: "tuple[str, str]" = SET_SUPERVISOR,
+                  routing_in_history: bool = False) -> "list[dict[str, Any]]":
+    """Run the supervisor app once per ``(city, population its tool returns)``, the user asking
+    ``question`` (``{city}`` filled in), every trace appended to ``out``; one dict per case.
+    ``supervisor``: its system prompts while it routes and at its last turn; ``routing_in_history``:
+    whether its routing replies join the messages (the single run's app) or only route (the set's)."""
     from langchain_openai import ChatOpenAI
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import add_messages
     from openinference.instrumentation import TraceConfig
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
     provider = _provider(out)
     instrumentor = LangChainInstrumentor()
     instrumentor.instrument(tracer_provider=provider, config=TraceConfig(enable_genai_semconv=genai) if genai else None)
-    did: dict[str, Any] = {"calls": [], "tools": []}
+    runs: list[dict[str, Any]] = []
     try:
         llm = ChatOpenAI(model="smollm2", base_url=base_url, api_key="unused", temperature=0, max_tokens=40,
                          max_retries=0)
-
-        @tool
-        def city_population(city: str) -> str:
-            """The population of a city."""
-            return f"The population of {city} is {WRONG_POPULATION if plant else POPULATION}."
-
-        class State(TypedDict):
-            messages: Annotated[list, add_messages]
-            turn: int
-
-        plan = ["researcher", "analyst", END]
-
-        def supervisor(state: State) -> dict[str, Any]:
-            sys = SystemMessage("You are the supervisor of a researcher and an analyst. Say who works next, "
-                                "or give the final answer in one sentence.")
-            reply = llm.invoke([sys, *state["messages"]])
-            did["calls"].append(("supervisor", reply.content))
-            return {"messages": [AIMessage(reply.content, name="supervisor")], "turn": state["turn"] + 1}
-
-        def researcher(state: State) -> dict[str, Any]:
-            result = city_population.invoke({"city": CITY})
-            did["tools"].append(("city_population", result))
-            sys = SystemMessage("You are the researcher. Repeat the population you found in one sentence.")
-            reply = llm.invoke([sys, HumanMessage(state["messages"][0].content), HumanMessage(result)])
-            did["calls"].append(("researcher", reply.content))
-            return {"messages": [AIMessage(reply.content, name="researcher")]}
-
-        def analyst(state: State) -> dict[str, Any]:
-            research = next(m.content for m in reversed(state["messages"]) if m.name == "researcher")
-            sys = SystemMessage("You are the analyst. State the population in thousands in one sentence.")
-            reply = llm.invoke([sys, HumanMessage(f"The researcher says: {research}")])
-            did["calls"].append(("analyst", reply.content))
-            return {"messages": [AIMessage(reply.content, name="analyst")]}
-
-        g = StateGraph(State)
-        g.add_node("supervisor", supervisor)
-        g.add_node("researcher", researcher)
-        g.add_node("analyst", analyst)
-        g.add_edge(START, "supervisor")
-        g.add_conditional_edges("supervisor", lambda s: plan[s["turn"] - 1])
-        g.add_edge("researcher", "supervisor")
-        g.add_edge("analyst", "supervisor")
-        question = f"What is the population of {CITY}, in thousands?"
-        final = g.compile().invoke({"messages": [HumanMessage(question)], "turn": 0})
-        did["question"] = question
-        did["answer"] = final["messages"][-1].content
+        table = dict(cases)
+        for city, _ in cases:
+            runs.append(_supervisor_run(llm, table, city, question.format(city=city), supervisor,
+                                        routing_in_history))
     finally:
         instrumentor.uninstrument()
         provider.shutdown()
+    return runs
+
+
+def _supervisor_run(llm, table: "dict[str, str]", city: str, question: str, prompts: "tuple[str, str]",
+                    routing_in_history: bool) -> "dict[str, Any]":
+    """One run of the supervisor app on ``city``, asked ``question``: its tool answers from ``table``
+    (``prompts``, ``routing_in_history``: see :func:`langgraph_set`)."""
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    did: dict[str, Any] = {"calls": [], "tools": []}
+
+    @tool
+    def city_population(city: str) -> str:
+        """The population of a city."""
+        return f"The population of {city} is {table[city]}."
+
+    class State(TypedDict):
+        messages: Annotated[list, add_messages]
+        turn: int
+
+    plan = ["researcher", "analyst", END]
+
+    def supervisor(state: State) -> dict[str, Any]:
+        last = plan[state["turn"]] == END
+        reply = llm.invoke([SystemMessage(prompts[last]), *state["messages"]])
+        did["calls"].append(("supervisor", reply.content))
+        said = [AIMessage(reply.content, name="supervisor")] if last or routing_in_history else []
+        return {"messages": said, "turn": state["turn"] + 1}
+
+    def researcher(state: State) -> dict[str, Any]:
+        result = city_population.invoke({"city": city})
+        did["tools"].append(("city_population", result))
+        sys = SystemMessage("You are the researcher. Repeat the population you found in one sentence.")
+        reply = llm.invoke([sys, HumanMessage(state["messages"][0].content), HumanMessage(result)])
+        did["calls"].append(("researcher", reply.content))
+        return {"messages": [AIMessage(reply.content, name="researcher")]}
+
+    def analyst(state: State) -> dict[str, Any]:
+        research = next(m.content for m in reversed(state["messages"]) if m.name == "researcher")
+        sys = SystemMessage("You are the analyst. State the population in thousands in one sentence.")
+        reply = llm.invoke([sys, HumanMessage(f"The researcher says: {research}")])
+        did["calls"].append(("analyst", reply.content))
+        return {"messages": [AIMessage(reply.content, name="analyst")]}
+
+    g = StateGraph(State)
+    g.add_node("supervisor", supervisor)
+    g.add_node("researcher", researcher)
+    g.add_node("analyst", analyst)
+    g.add_edge(START, "supervisor")
+    g.add_conditional_edges("supervisor", lambda s: plan[s["turn"] - 1])
+    g.add_edge("researcher", "supervisor")
+    g.add_edge("analyst", "supervisor")
+    final = g.compile().invoke({"messages": [HumanMessage(question)], "turn": 0})
+    did["question"] = question
+    did["answer"] = final["messages"][-1].content
     return did
 
 
@@ -131,41 +189,57 @@ def _tool_results_as_text(data):
 
 def agents_handoff(base_url: str, out: Path, plant: bool = False) -> dict[str, Any]:
     """Run the triage -> billing app once, its spans written to ``out``; returns what it did."""
-    from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool,
-                        set_trace_processors)
-    from openai import AsyncOpenAI
+    return agents_set(base_url, out, [(INVOICE, WRONG_AMOUNT if plant else AMOUNT)])[0]
+
+
+def agents_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "list[dict[str, Any]]":
+    """Run the triage -> billing app once per ``(invoice, amount its tool returns)`` (the customer's
+    invoice, as the app's session knows it), every trace appended to ``out``; one dict per case."""
+    from agents import set_trace_processors
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     set_trace_processors([])  # no export to OpenAI's servers: only the OpenInference processor
     provider = _provider(out)
     instrumentor = OpenAIAgentsInstrumentor()
     instrumentor.instrument(tracer_provider=provider)
-    did: dict[str, Any] = {"tools": []}
+    runs: list[dict[str, Any]] = []
     try:
-        model = OpenAIChatCompletionsModel(model="smollm2", openai_client=AsyncOpenAI(
-            base_url=base_url, api_key="unused", max_retries=0))
-
-        @function_tool
-        def lookup_invoice() -> str:
-            """The amount due on the customer's invoice."""
-            result = f"Invoice {INVOICE} is for {WRONG_AMOUNT if plant else AMOUNT}."
-            did["tools"].append(("lookup_invoice", result))
-            return result
-
-        billing = Agent(name="billing", model=model, tools=[lookup_invoice],
-                        instructions="You are the billing agent. Tell the customer the amount due in one sentence.",
-                        model_settings=ModelSettings(tool_choice="lookup_invoice", temperature=0, max_tokens=60))
-        triage = Agent(name="triage", model=model, handoffs=[billing],
-                       instructions="You are the triage agent. Hand billing questions to the billing agent.",
-                       model_settings=ModelSettings(tool_choice="transfer_to_billing", temperature=0, max_tokens=40))
-        question = f"How much do I owe on invoice {INVOICE}?"
-        result = asyncio.run(Runner.run(triage, question, max_turns=6,
-                                        run_config=RunConfig(tracing_disabled=False, workflow_name="support",
-                                                             call_model_input_filter=_tool_results_as_text)))
-        did["question"] = question
-        did["answer"] = str(result.final_output)
-        did["last_agent"] = result.last_agent.name
+        for invoice, amount in cases:
+            runs.append(_handoff_run(base_url, invoice, amount))
     finally:
         instrumentor.uninstrument()
         provider.shutdown()
+    return runs
+
+
+def _handoff_run(base_url: str, invoice: str, amount: str) -> "dict[str, Any]":
+    """One run of the triage -> billing app for the customer of ``invoice``: its tool returns ``amount``."""
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, RunConfig, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    did: dict[str, Any] = {"tools": []}
+    # a client per run: each run has its own event loop (asyncio.run), and a pooled connection is bound to one
+    model = OpenAIChatCompletionsModel(model="smollm2", openai_client=AsyncOpenAI(
+        base_url=base_url, api_key="unused", max_retries=0))
+
+    @function_tool
+    def lookup_invoice() -> str:
+        """The amount due on the customer's invoice."""
+        result = f"Invoice {invoice} is for {amount}."
+        did["tools"].append(("lookup_invoice", result))
+        return result
+
+    billing = Agent(name="billing", model=model, tools=[lookup_invoice],
+                    instructions="You are the billing agent. Tell the customer the amount due in one sentence.",
+                    model_settings=ModelSettings(tool_choice="lookup_invoice", temperature=0, max_tokens=60))
+    triage = Agent(name="triage", model=model, handoffs=[billing],
+                   instructions="You are the triage agent. Hand billing questions to the billing agent.",
+                   model_settings=ModelSettings(tool_choice="transfer_to_billing", temperature=0, max_tokens=40))
+    question = f"How much do I owe on invoice {invoice}?"
+    result = asyncio.run(Runner.run(triage, question, max_turns=6,
+                                    run_config=RunConfig(tracing_disabled=False, workflow_name="support",
+                                                         call_model_input_filter=_tool_results_as_text)))
+    did["question"] = question
+    did["answer"] = str(result.final_output)
+    did["last_agent"] = result.last_agent.name
     return did
