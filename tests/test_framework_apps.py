@@ -13,12 +13,11 @@ import json
 
 import pytest
 
-from agentgrad.attribution.scorer import Scorer
 from agentgrad.cli import main
 from agentgrad.importers import import_otel, import_spans
 from agentgrad.importers.blame import blame_file
 from conftest import assert_spans_exact
-from test_llama_server import REASON, LlamaServer
+from test_llama_server import REASON
 
 MISSING = [m for m in ("langgraph", "langchain_openai", "agents", "openinference.instrumentation.langchain",
                        "openinference.instrumentation.openai_agents", "opentelemetry.exporter.otlp.json.file")
@@ -32,16 +31,13 @@ if not WHY:
 
 
 @pytest.fixture(scope="module")
-def server():
-    # one thread: llama.cpp's threads wait on each other by spinning, which a busy machine makes very slow
-    srv = LlamaServer(n_ctx=4096, chat_format="chatml-function-calling", n_threads=1)
-    yield srv
-    srv.stop()
+def server(framework_server):
+    return framework_server  # the session's one server (conftest), shared with tests/test_team_verdict_apps.py
 
 
 @pytest.fixture(scope="module")
-def scorer():
-    return Scorer("smollm2")  # the white-box scorer on the server's weights (dequantised)
+def scorer(smollm2_scorer):
+    return smollm2_scorer  # the white-box scorer on the server's weights (dequantised)
 
 
 @pytest.fixture(scope="module")
