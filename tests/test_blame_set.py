@@ -35,6 +35,9 @@ def test_answers_are_compared_normalised_and_the_differing_part_is_marked():
     c = check_answer("1,234", "It is 4,321.")
     assert c.loss == 'the answer should be "1,234"; it says "It is 4,321."' and c.wrong == "4,321"
     assert "empty" in check_answer("42", "").note
+    # an id the question gives is not the wrong text: the amount is (the Agents SDK set's answers)
+    assert check_answer("$142.50", "Invoice INV-1002 is for $99.00.").wrong == "1002"
+    assert check_answer("$142.50", "Invoice INV-1002 is for $99.00.", "How much do I owe on invoice INV-1002?").wrong == "99.00"
 
 
 def test_a_hostile_expected_file_is_one_line_per_problem(tmp_path):

@@ -159,7 +159,8 @@ def plan_loss(trace: Trace, key: str, books: list[LossBook], loss: str | None, w
     if entry.loss:
         return _Plan("blamed", loss=entry.loss, wrong=entry.wrong, expected=entry.expected)
     calls = trace.calls()
-    c = check_answer(entry.expected or "", calls[-1].text if calls else "")
+    given = " ".join(n.text for n in trace.nodes if n.kind == "input")  # the task's own ids are not wrong
+    c = check_answer(entry.expected or "", calls[-1].text if calls else "", given)
     if c.success:
         return _Plan("succeeded", c.note, expected=entry.expected)
     return _Plan("blamed", loss=c.loss, wrong=c.wrong, expected=entry.expected, note=c.note)

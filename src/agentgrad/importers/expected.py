@@ -18,7 +18,7 @@ numbers, or, for an answer without a number, when its words appear in the output
 together ("Paris" in "The capital is Paris."). Otherwise the loss reads ``the answer should be
 "X"; it says "Y"`` and the differing part of the output is marked as wrong (:func:`wrong_text`):
 the first output number that the expected answer lacks, else the last name (a capitalised word
-not opening a sentence) it lacks, else the output's first run of words that differs from it
+not opening a sentence) it lacks (neither taken from the trace's inputs: an id the question gives), else the output's first run of words that differs from it
 (:mod:`difflib`); when the output differs only by leaving something out, nothing can be marked
 and the verdict says so.
 
@@ -85,10 +85,13 @@ def _sentence_start(text: str, start: int) -> bool:
     return not before or before[-1] in ".!?:\n"
 
 
-def wrong_text(expected: str, output: str) -> str | None:
-    """The part of ``output`` that differs from ``expected`` (a substring of ``output``), or None."""
+def wrong_text(expected: str, output: str, given: str = "") -> str | None:
+    """The part of ``output`` that differs from ``expected`` (a substring of ``output``), or None.
+
+    ``given`` is what the task itself said (the trace's inputs): a number or name the output repeats
+    from it (an invoice id of the question) is not what the answer got wrong."""
     exp, out = tokens(expected), tokens(output)
-    have = {t for t, _, _ in exp}
+    have = {t for t, _, _ in exp} | {t for t, _, _ in tokens(given)}
     runs = [(j1, j2) for op, _, _, j1, j2 in
             difflib.SequenceMatcher(None, [t for t, _, _ in exp], [t for t, _, _ in out], autojunk=False).get_opcodes()
             if op in ("replace", "insert") and j2 > j1]
@@ -120,14 +123,15 @@ class Check:
     note: str = ""
 
 
-def check_answer(expected: str, output: str) -> Check:
-    """Compare ``expected`` with the final ``output`` (see the module docstring)."""
+def check_answer(expected: str, output: str, given: str = "") -> Check:
+    """Compare ``expected`` with the final ``output`` (see the module docstring); ``given``: the
+    task's own text, whose numbers and names are never marked as wrong (:func:`wrong_text`)."""
     if matches(expected, output):
         return Check(True, note=f"the final output gives the expected answer {excerpt(expected, 80)!r}")
     loss = f'the answer should be "{excerpt(expected)}"; it says "{excerpt(output)}"'
     if not output.strip():
         return Check(False, loss, None, "the final output is empty: no wrong text to mark")
-    wrong = wrong_text(expected, output)
+    wrong = wrong_text(expected, output, given)
     if wrong is None:
         missing = [t for t in normalise(expected).split() if t not in set(normalise(output).split())]
         return Check(False, loss, None, f"no differing text in the final output to mark (it leaves out "
