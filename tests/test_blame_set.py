@@ -359,6 +359,8 @@ def test_one_trace_prints_its_confidence_signal_with_the_measured_meaning(tmp_pa
     res = _blame(src, "--trace", "t1", "--loss", "the population is wrong", "--wrong", "90,001",
                  "--method", "provenance,last", "--out", tmp_path / "one")
     assert res.exit_code == 0, res.output
-    line = next(x for x in res.output.splitlines() if x.startswith("confidence:"))
-    assert line.startswith("confidence: provenance and last disagree; where they disagree the verdict was right in:")
-    assert "injected faults" in res.output and "docs/confidence.md" in res.output
+    lines = res.output.splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("confidence:"))
+    said = " ".join(lines[start:])  # wrapped at 80 columns, never cut
+    assert said.startswith("confidence: provenance and last disagree; where they disagree the verdict was right in:")
+    assert "injected faults" in said and "docs/confidence.md" in said and max(map(len, lines)) <= 80

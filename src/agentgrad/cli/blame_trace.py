@@ -156,7 +156,7 @@ def blame_command(
     print_blame_rows(tb.rows(), console)
     from agentgrad.blame.confidence import confidence, short_line
 
-    console.print(short_line(confidence(tb.outcomes)), highlight=False, markup=False, soft_wrap=True)
+    console.print(short_line(confidence(tb.outcomes)), highlight=False, markup=False)  # wrapped at the width
     readers = {m: o.reader for m, o in tb.outcomes.items() if o.reader}  # what a fact is (blame/facts.py)
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
