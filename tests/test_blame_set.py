@@ -361,6 +361,6 @@ def test_one_trace_prints_its_confidence_signal_with_the_measured_meaning(tmp_pa
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("confidence:"))
-    said = " ".join(lines[start:])  # wrapped at 80 columns, never cut
+    said = " ".join(" ".join(lines[start:]).split())  # wrapped at 80 columns, never cut
     assert said.startswith("confidence: provenance and last disagree; where they disagree the verdict was right in:")
     assert "injected faults" in said and "docs/confidence.md" in said and max(map(len, lines)) <= 80
