@@ -155,10 +155,7 @@ def smollm2_trace():
 
 
 @pytest.fixture(scope="module")
-def smol_scorers():
-    from agentgrad.models.hf import HFModel
-
-    smol = HFModel.shared(name="default", path="smollm2")
+def smol_scorers(smol):  # the session's one SmolLM2 (conftest)
     return {m: Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2", mode=m) for m in ("cached", "naive")}
 
 

@@ -17,7 +17,6 @@ import pytest
 
 from agentgrad import ContextLengthError, GraphSystem, ModelError
 from agentgrad.attribution.io import attribution_record
-from agentgrad.attribution.scorer import Scorer
 from agentgrad.blame.backward import VerbalLoss, backward
 from agentgrad.core.config import apply_model_override, load_system_config
 from agentgrad.core.model import GenerationSettings
@@ -77,13 +76,11 @@ class LlamaServer:
 
 
 @pytest.fixture(scope="module")
-def server():
-    srv = LlamaServer()
-    yield srv
-    srv.stop()
+def server(llama_server):
+    return llama_server  # the session's one chatml server (conftest), shared with tests/test_structured_smollm2.py
 
 
-def test_run_generated_by_the_server_attributed_on_the_same_weights(server):
+def test_run_generated_by_the_server_attributed_on_the_same_weights(server, smollm2_scorer):
     cfg = load_system_config(EXAMPLE / "system.yaml")
     apply_model_override(cfg, f"default=openai:smollm2@{server.base_url}")
     ep = GraphSystem(cfg).run({"question": "What is the capital of France?"})
@@ -91,7 +88,7 @@ def test_run_generated_by_the_server_attributed_on_the_same_weights(server):
     assert [c.name for c in calls] == ["extractor", "planner", "answerer"]
     assert all(c.text.strip() and c.model["backend"] == "openai" for c in calls)  # real text from the server
     assert all(c.usage.get("completion_tokens", 0) > 0 for c in calls)
-    scorer = Scorer("smollm2")  # the white-box surrogate: the same weights, dequantised
+    scorer = smollm2_scorer  # the white-box surrogate: the same weights, dequantised
     results, graph = scorer.attribute(ep.trace)
     answerer = next(r for r in results if r.agent == "answerer")
     assert {s.name for s in answerer.sources} == {"extractor", "planner"}
@@ -138,13 +135,13 @@ def test_server_stopped_mid_run_is_one_line_error():
     assert "\n" not in str(e.value) and str(srv.port) in str(e.value) and time.time() - t0 < 30
 
 
-def test_tool_calls_over_the_server_become_tool_nodes_that_the_scorer_attributes():
+def test_tool_calls_over_the_server_become_tool_nodes_that_the_scorer_attributes(framework_server, smollm2_scorer):
     """llama.cpp's chatml-function-calling format constrains a forced call (tool_choice, passed with
     the backend's extra_body) to the tool's JSON schema: the reply's tool call is parsed, the tool
     runs, its result is a tool node, and the white-box scorer on the same weights attributes the call."""
     from agentgrad import Agent, Tool, Trace
 
-    srv = LlamaServer(chat_format="chatml-function-calling")
+    srv = framework_server  # the session's chatml-function-calling server (conftest)
     cities = {"Alice": "Lyon", "Bruno": "Oslo"}
     seen = []
 
@@ -155,20 +152,17 @@ def test_tool_calls_over_the_server_become_tool_nodes_that_the_scorer_attributes
     tool = Tool("lookup_city", "The city a customer lives in.",
                 {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}, lookup_city)
     force = {"tool_choice": {"type": "function", "function": {"name": "lookup_city"}}}
-    try:
-        model = srv.model(extra_body=force)
-        with Trace(id="tools") as tr:
-            q = tr.input("Which city does Alice live in?", name="question")
-            out = Agent("clerk", "You answer questions about customers. Use your tools.", model, tools=[tool],
-                        settings=GenerationSettings(max_new_tokens=48), max_tool_rounds=1)(q)
-    finally:
-        srv.stop()
+    model = srv.model(extra_body=force)
+    with Trace(id="tools") as tr:
+        q = tr.input("Which city does Alice live in?", name="question")
+        out = Agent("clerk", "You answer questions about customers. Use your tools.", model, tools=[tool],
+                    settings=GenerationSettings(max_new_tokens=48), max_tool_rounds=1)(q)
     call = tr.nodes[out.node]
     tools = [n for n in tr.nodes if n.kind == "tool"]
     assert seen and seen[0] == "Alice"  # the constrained call names the customer of the question
     assert tools and tools[0].name == "lookup_city" and tools[0].text == "Lyon"
     assert call.kind == "call" and call.meta.get("stopped") == "max_tool_rounds"  # forced again: the loop stopped
-    results, _ = Scorer("smollm2").attribute(tr)
+    results, _ = smollm2_scorer.attribute(tr)
     last = next(r for r in results if r.node_id == call.id)  # the call that read the tool's result
     weights = {s.name: s.weights["max_l1"] for s in last.sources}
     assert weights.get("lookup_city", 0) > 0 and weights.get("question", 0) > 0

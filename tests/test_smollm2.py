@@ -18,7 +18,7 @@ from agentgrad.attribution.render import render_call
 from agentgrad.attribution.scorer import Scorer
 from agentgrad.core.model import GenerationSettings
 from agentgrad.models.fake import FakeModel
-from agentgrad.models.hf import HFModel, _Request, render_chat
+from agentgrad.models.hf import _Request, render_chat
 from conftest import assert_spans_exact, smollm2_missing
 
 REASON = smollm2_missing()
@@ -26,11 +26,6 @@ pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"SmolLM2 tests: {REASON}"
 
 POLICY = "\n".join(f"Rule {i}: when a customer asks about order {i:04d}, check its status, its items and the "
                    f"refund policy of section {i % 7} before answering; never promise a date." for i in range(24))
-
-
-@pytest.fixture(scope="module")
-def smol():
-    return HFModel.shared(name="default", path="smollm2")
 
 
 def long_trace():

@@ -14,18 +14,12 @@ from agentgrad.blame.judge import PROTOCOLS, Judge, judge_blame
 from agentgrad.core.agent import Prompt
 from agentgrad.core.model import GenerationSettings, OutputSchema
 from agentgrad.errors import OutputSchemaError
-from agentgrad.models.hf import HFModel
 from agentgrad.optim.optimizer import PromptOptimizer, StepInput, rewrite_schema
 from agentgrad.optim.targets import LLMTargetWriter
 from conftest import smollm2_missing
 
 REASON = smollm2_missing()
 pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"SmolLM2 tests: {REASON}"), pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def smol():
-    return HFModel.shared(name="default", path="smollm2")
 
 
 def step_input() -> StepInput:
@@ -87,29 +81,26 @@ def test_smollm2_a_schema_it_cannot_compile_is_one_line(smol):
     assert "\n" not in str(e.value)
 
 
-def test_smollm2_on_the_llama_cpp_server_replies_only_in_the_shapes():
+def test_smollm2_on_the_llama_cpp_server_replies_only_in_the_shapes(request):
     """llama-cpp-python 0.3.36 takes response_format {"type": "json_object", "schema": ...} (its
     json_schema type is refused with a 500): the backend steps down to it once, and every reply after
     is decoded under the schema."""
-    from test_llama_server import REASON as SERVER_REASON, LlamaServer
+    from test_llama_server import REASON as SERVER_REASON
 
     if SERVER_REASON:
         pytest.skip(f"llama.cpp server tests: {SERVER_REASON}")
-    srv = LlamaServer(n_ctx=4096)
-    try:
-        # a loaded machine may take minutes for the optimizer's 400 tokens: no timeout decides this test
-        model = srv.model(timeout=900, breaker_seconds=900)
-        judge = _judge_every_protocol(model)
-        assert judge.unparsed == 0 and judge.unconstrained == 0
-        assert model.schema_format == "json_object" and model.stats["schema_rejected"] == 1
-        inp = step_input()
-        opt = PromptOptimizer(model, max_attempts=1, settings=GenerationSettings(max_new_tokens=400))
-        schema = rewrite_schema(inp.blamed, opt.max_chars, opt.settings.max_new_tokens)
-        gen = model.generate(opt.messages(inp), None, opt.settings.with_output(schema))
-        # the server is not sent a maxLength above SERVER_MAX_LENGTH (its grammar cannot hold one), so the
-        # reply is checked as the optimizer checks it: the shape with the caller's cap, not the budget's
-        content = rewrite_schema(inp.blamed, opt.max_chars)
-        assert gen.constrained and set(content.parse(gen.text)["prompts"]) == {"facts"}, gen.text
-        assert json.loads(gen.text)  # the bare JSON, nothing around it
-    finally:
-        srv.stop()
+    srv = request.getfixturevalue("llama_server")  # the session's one chatml server (conftest)
+    # a loaded machine may take minutes for the optimizer's 400 tokens: no timeout decides this test
+    model = srv.model(timeout=900, breaker_seconds=900)
+    judge = _judge_every_protocol(model)
+    assert judge.unparsed == 0 and judge.unconstrained == 0
+    assert model.schema_format == "json_object" and model.stats["schema_rejected"] == 1
+    inp = step_input()
+    opt = PromptOptimizer(model, max_attempts=1, settings=GenerationSettings(max_new_tokens=400))
+    schema = rewrite_schema(inp.blamed, opt.max_chars, opt.settings.max_new_tokens)
+    gen = model.generate(opt.messages(inp), None, opt.settings.with_output(schema))
+    # the server is not sent a maxLength above SERVER_MAX_LENGTH (its grammar cannot hold one), so the
+    # reply is checked as the optimizer checks it: the shape with the caller's cap, not the budget's
+    content = rewrite_schema(inp.blamed, opt.max_chars)
+    assert gen.constrained and set(content.parse(gen.text)["prompts"]) == {"facts"}, gen.text
+    assert json.loads(gen.text)  # the bare JSON, nothing around it
