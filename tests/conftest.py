@@ -43,9 +43,21 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session", autouse=True)
 def _tiny_cache(tmp_path_factory):
-    """Tiny models of the ``tiny`` backend are built into a temporary cache, not ~/.cache."""
+    """Tiny models of the ``tiny`` backend are built into a temporary cache, not ~/.cache. A model the
+    user's cache holds converted already (SmolLM2 from its GGUF: about 20 s of CPU each session) is
+    linked in rather than converted again; tests/test_model_spec.py converts in caches of its own, so
+    the conversion itself is still tested."""
+    from agentgrad.models.spec import cache_dir
+
+    converted = cache_dir() / "models"  # the user's (or $AGENTGRAD_CACHE's), read before it is replaced
     old = os.environ.get("AGENTGRAD_CACHE")
-    os.environ["AGENTGRAD_CACHE"] = str(tmp_path_factory.mktemp("agentgrad-cache"))
+    cache = tmp_path_factory.mktemp("agentgrad-cache")
+    os.environ["AGENTGRAD_CACHE"] = str(cache)
+    if converted.is_dir():
+        for folder in sorted(converted.iterdir()):  # a complete conversion has its source marker, written last
+            if not folder.name.startswith(".") and (folder / "agentgrad-source.json").is_file():
+                (cache / "models").mkdir(exist_ok=True)
+                (cache / "models" / folder.name).symlink_to(folder, target_is_directory=True)
     yield
     if old is None:
         os.environ.pop("AGENTGRAD_CACHE", None)
