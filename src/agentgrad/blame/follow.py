@@ -42,22 +42,17 @@ def carried(ctx: Any, src: Any, node: int, wrong: str, key: str | None = None,
     in or is the cue right before (the reader's ``cue_before``; character range in that text), or None when
     it is neither for any occurrence. With ``key`` (the key whose value ``wrong`` is at the call),
     only occurrences that are that key's value count (the reader's ``held``)."""
-    if not src.l1:
+    top = top_token(ctx, src, node)
+    if top is None:
         return None
-    r = ctx.render(node)
-    ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
-    text = ctx.trace.nodes[src.source].text
-    for (a, b) in r.source_chars.get(src.source, []):
-        if ta < b and tb > a:
-            lo, hi = max(ta, a) - a, min(tb, b) - a
-            while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
-                lo += 1
-            # inside an occurrence, or the cue right before it: a copying model retrieves the content
-            # by its key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits
-            # "museum:" into "museum" and ":", so the key is not the token next to the value)
-            return next(((oa, ob) for oa, ob in reader.held(text, wrong, key, whole)
-                         if (oa <= lo and hi <= ob) or reader.cue_before(text, hi, oa)), None)
-    return None
+    text, lo, hi = top
+    while lo < hi and text[lo].isspace():  # a BPE token may carry the space before a word
+        lo += 1
+    # inside an occurrence, or the cue right before it: a copying model retrieves the content by its
+    # key, so its gradient peaks on the value or on the key (SmolLM2's tokenizer splits "museum:" into
+    # "museum" and ":", so the key is not the token next to the value)
+    return next(((oa, ob) for oa, ob in reader.held(text, wrong, key, whole)
+                 if (oa <= lo and hi <= ob) or reader.cue_before(text, hi, oa)), None)
 
 
 def fact_key(ctx: Any, node: int, region: Any, sources: Any, reader: FactReader = LINES) -> str | None:
@@ -70,20 +65,28 @@ def fact_key(ctx: Any, node: int, region: Any, sources: Any, reader: FactReader 
     return key
 
 
-def _top_char(ctx: Any, src: Any, node: int) -> int | None:
-    """Where in the source's text its highest-scoring token starts (leading spaces skipped)."""
+def top_token(ctx: Any, src: Any, node: int) -> tuple[str, int, int] | None:
+    """The source's text and the character range in it of the source's highest-scoring token at
+    ``node`` (None when it scored no token, or the token lies in no span of that source)."""
     if not src.l1:
         return None
     r = ctx.render(node)
     ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
-    text = ctx.trace.nodes[src.source].text
     for (a, b) in r.source_chars.get(src.source, []):
         if ta < b and tb > a:
-            lo = max(ta, a) - a
-            while lo < min(tb, b) - a - 1 and text[lo].isspace():
-                lo += 1
-            return lo
+            return ctx.trace.nodes[src.source].text, max(ta, a) - a, min(tb, b) - a
     return None
+
+
+def _top_char(ctx: Any, src: Any, node: int) -> int | None:
+    """Where in the source's text its highest-scoring token starts (leading spaces skipped)."""
+    top = top_token(ctx, src, node)
+    if top is None:
+        return None
+    text, lo, hi = top
+    while lo < hi - 1 and text[lo].isspace():
+        lo += 1
+    return lo
 
 
 def surprisal(ctx: Any, node: int, att: Any, region: tuple[tuple[int, int], ...] | None) -> float:

@@ -75,6 +75,17 @@ def pick_trace(traces: list[Trace], trace_id: str | None, source: str) -> Trace:
     return traces[0]
 
 
+def scorer_for(names: list[str], scorer: Any) -> Any:
+    """The loaded scorer the methods ``names`` need (None when none reads gradients); a one-line
+    error when one does and ``scorer`` is None."""
+    if not any(needs_scorer(m) for m in names):
+        return None
+    if scorer is None:
+        raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer "
+                          f"(--scorer smollm2, a folder or hub id); provenance, last, all and random need none")
+    return load_scorer(scorer)
+
+
 def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None, scorer: Any = None,
                 seed: int = 0, top_k: int = 1, judge: Any = None,
                 on_method: Callable[[str], None] | None = None) -> TraceBlame:
@@ -83,14 +94,10 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
-    sc = None
+    sc = scorer_for(names, scorer)
     results: list[Any] = []
     graph = None
-    if any(needs_scorer(m) for m in names):
-        if scorer is None:
-            raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer "
-                              f"(--scorer smollm2, a folder or hub id); provenance, last, all and random need none")
-        sc = load_scorer(scorer)
+    if sc is not None:
         results, graph = sc.attribute(trace)
     outcomes = {}
     for m in names:

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from agentgrad.api import load_scorer, verbal_loss
-from agentgrad.blame.methods import DEFAULT_METHOD, canonical, needs_scorer
+from agentgrad.api import verbal_loss
+from agentgrad.blame.methods import DEFAULT_METHOD, canonical
 from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict, trace_confidence
 from agentgrad.core.files import RunFiles, append_line, check_new_output
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.importers.base import ImportResult
-from agentgrad.importers.blame import TraceBlame, blame_trace
+from agentgrad.importers.blame import TraceBlame, blame_trace, scorer_for
 from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read_book
 from agentgrad.importers.spans import import_file
 from agentgrad.runs.stored import VERDICTS_FILE, read_verdicts
@@ -251,12 +251,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
         if not first.traces:
             more = f" (and {len(first.broken) - 1} more broken record(s))" if len(first.broken) > 1 else ""
             raise ConfigError(f"nothing to blame in {src}: {first.broken[0] if first.broken else 'no trace in it'}{more}")
-    sc = None
-    if any(needs_scorer(m) for m in names):
-        if scorer is None:
-            raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer "
-                              f"(--scorer smollm2, a folder or hub id); provenance, last, all and random need none")
-        sc = load_scorer(scorer)
+    sc = scorer_for(names, scorer)
     files = None
     done: dict[str, TraceVerdict] = {}
     if out is not None:
