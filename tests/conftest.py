@@ -4,6 +4,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment (no terminal of their own):
+# the CLI's console would fix its width at 80 when first imported, whatever width a test then asks for. A
+# worker runs as a serial run does: without them (the tests that need a width set COLUMNS for their call)
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 # The benchmark data: $AGENTGRAD_DATA_DIR, else ./data or ../shared/data when present (the same rule
 # as the library), made absolute so that subprocesses and changed directories see it too.

@@ -161,4 +161,5 @@ def blame_command(
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
     res = write_report(out, overwrite=overwrite or resume)  # --overwrite: the folder's report.html too
-    console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False)
+    console.print(f"wrote {', '.join(written)} in {out}; report: {res.path}", highlight=False, markup=False,
+                  soft_wrap=True)  # a path is never folded: it is copied

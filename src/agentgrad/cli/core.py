@@ -163,9 +163,9 @@ def _optimize_and_report(config: Path, out: Path, resume: bool, **options) -> No
     from agentgrad.report.html import write_report
 
     run_optimize(config, out, resume=resume, console=console, **options)
-    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)", soft_wrap=True)
     res = write_report(out)
-    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False, soft_wrap=True)
 
 
 @app.command()

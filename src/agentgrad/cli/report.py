@@ -30,4 +30,4 @@ def report(
     for w in res.warnings[:10]:
         err_console.print(f"[yellow]warning:[/yellow] {w}", markup=True, highlight=False)
     console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB; {res.shown} of {res.episodes} episodes in full; "
-                  f"{res.seconds:.1f} s)", highlight=False)
+                  f"{res.seconds:.1f} s)", highlight=False, soft_wrap=True)

@@ -47,9 +47,9 @@ def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume:
     show(summary, console)
     from agentgrad.report.html import write_report
 
-    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)")
+    console.print(f"run directory: {out} (traces/, attribution/, prompts/, checkpoint.json, events.jsonl, final.json)", soft_wrap=True)
     res = write_report(out)
-    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False)
+    console.print(f"report: {res.path} ({res.bytes / 1e6:.2f} MB): open it in a browser", highlight=False, soft_wrap=True)
     return summary | {"final": final}
 
 
