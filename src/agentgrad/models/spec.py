@@ -15,6 +15,8 @@ leaves nothing half-written; concurrent conversions of one file keep the first.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -176,6 +178,22 @@ def _alive(pid: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _read_once():
+    """While converting: transformers parses the GGUF file three times (tokenizer, configuration,
+    weights) and builds gguf's tensor-name map once per module of the model (about 400 times for
+    SmolLM2), most of a conversion's time; both are read-only, so each is made once and shared."""
+    import gguf
+
+    reader, names = gguf.GGUFReader, gguf.get_tensor_name_map
+    gguf.GGUFReader = functools.lru_cache(maxsize=2)(reader)
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=8)(names)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, names
+
+
 def _dequantise(gguf: Path, out: Path) -> None:
     if importlib.util.find_spec("gguf") is None:  # transformers reads GGUF files through it
         raise ModelError("reading GGUF files needs the gguf package: pip install gguf accelerate") from None
@@ -183,8 +201,9 @@ def _dequantise(gguf: Path, out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     try:
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+        with _read_once():
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     except Exception as e:  # noqa: BLE001 - gguf and transformers raise many kinds on a bad file
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ModelError(f"cannot read GGUF file {gguf}: {first[:300]}") from None
