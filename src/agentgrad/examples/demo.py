@@ -23,8 +23,10 @@ from agentgrad.runs.stored import StoredRun
 
 
 def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume: bool = False,
-             console: Console | None = None) -> dict[str, Any]:
-    """Run the demo into ``out`` (``resume``: continue it) and return its summary (also printed)."""
+             console: Console | None = None, config: Path | None = None) -> dict[str, Any]:
+    """Run the demo into ``out`` (``resume``: continue it) and return its summary (also printed).
+    ``config``: another optimisation YAML in the place of the demo's own (a copy of ``examples/lookup``
+    with other split sizes or another seed), told and summarised the same way."""
     from agentgrad.optim.run import run_optimize
 
     from agentgrad.runs.rundir import check_run_dir
@@ -40,7 +42,7 @@ def run_demo(out: Path, *, tiny: bool = False, model: str | None = None, resume:
         console.print(f"agentgrad demo: a reader and an answerer answer questions about customer records on "
                       f"{model or 'SmolLM2-135M-Instruct (smollm2)'}; the reader's prompt carries a planted defect.")
     t0 = time.time()
-    final = run_optimize(example / "optimize.yaml", out, resume=resume, overrides=overrides, method=None,
+    final = run_optimize(config or example / "optimize.yaml", out, resume=resume, overrides=overrides, method=None,
                          console=console)
     summary = summarize(out)
     summary["seconds"] = round(time.time() - t0, 1)
