@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
@@ -63,7 +64,18 @@ def test_every_bench_name_is_a_loop_and_attribute_name_and_an_unknown_one_lists_
         validate(OptimizeConfig, {"system": "s.yaml", "scorer": {"method": "gbc:max_l1:targeted:cary"}}, "opt.yaml")
     msg = str(e.value)
     assert "unknown blame method 'gbc:max_l1:targeted:cary'" in msg and "\n" not in msg
-    assert all(n in msg for n in BENCH_NAMES) and "mean_l1 = gbc:mean_l1:whole:path" in msg
+    assert "(did you mean gbc:max_l1:targeted:carry?)" in msg and "mean_l1 = gbc:mean_l1:whole:path" in msg
+    # every registry name is in the message: whole, or as its family's pattern with every value of each part
+    pattern = re.search(r"gbc:WEIGHT:OBJECTIVE:RULE \((.*?)\)", msg).group(1)
+    parts = dict(p.split(": ") for p in pattern.split("; "))
+    for n in BENCH_NAMES:
+        if n.startswith("gbc:"):
+            _, w, o, r = n.split(":")
+            assert w in parts["WEIGHT"].split(", ") and o in parts["OBJECTIVE"].split(", ") \
+                and r in parts["RULE"].split(", "), n
+        elif not n.startswith("occlusion:"):
+            assert re.search(rf"(?<![\w:]){re.escape(n)}(?![\w:])", msg), n
+    assert "occlusion:OBJECTIVE:RULE (OBJECTIVE: whole, targeted; RULE: maxw, stop, carry)" in msg and len(msg) < 1000
     assert select_methods("max_gxi,last") == ["gbc:max_gxi:whole:path", "last"]  # aliases select too
 
 

@@ -47,6 +47,8 @@ Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1
 
 from __future__ import annotations
 
+import difflib
+import math
 import random
 from typing import Any, Callable
 
@@ -232,9 +234,37 @@ def canonical(name: str) -> str:
     if name.startswith("agent:") and name[len("agent:"):]:
         return name  # the fixed blame of one named agent
     if name not in _METHODS:
-        raise RegistryError(f"unknown blame method {name!r}; valid: {', '.join(_METHODS)} (or all), agent:NAME (blame that agent); "
+        near = difflib.get_close_matches(name, list(_METHODS) + list(ALIASES), n=1, cutoff=0.75)
+        raise RegistryError(f"unknown blame method {name!r}" + (f" (did you mean {near[0]}?)" if near else "")
+                            + f"; the default is {DEFAULT_METHOD}; valid: {registry_summary()} (or all), agent:NAME (blame that agent); "
                             f"aliases: {', '.join(f'{a} = {m}' for a, m in ALIASES.items())}")
     return name
+
+
+def registry_summary() -> str:
+    """The registry's names, short: a family whose names are every combination of their parts
+    (``gbc:WEIGHT:OBJECTIVE:RULE``) as that pattern with each part's values, every other name whole."""
+    _builtins()
+    families: dict[str, list[list[str]]] = {}
+    for n in _METHODS:
+        head, _, rest = n.partition(":")
+        families.setdefault(head, []).append(rest.split(":") if rest else [])
+    out = []
+    for head, parts in families.items():
+        width = {len(p) for p in parts}
+        if len(parts) > 1 and width != {0} and len(width) == 1:
+            values = [list(dict.fromkeys(p[i] for p in parts)) for i in range(width.pop())]
+            if len(parts) == len(set(map(tuple, parts))) == math.prod(len(v) for v in values) and len(values) > 1:
+                named = [_PART_NAMES.get((head, i), f"PART{i + 1}") for i in range(len(values))]
+                out.append(f"{head}:{':'.join(named)} ("
+                           + "; ".join(f"{k}: {', '.join(v)}" for k, v in zip(named, values)) + ")")
+                continue
+        out.extend(":".join([head, *p]) for p in parts)
+    return ", ".join(out)
+
+
+_PART_NAMES = {("gbc", 0): "WEIGHT", ("gbc", 1): "OBJECTIVE", ("gbc", 2): "RULE", ("occlusion", 0): "OBJECTIVE",
+               ("occlusion", 1): "RULE"}
 
 
 def get_blame_method(name: str) -> MethodFn:
