@@ -14,6 +14,7 @@ results say which labels they used.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import random
@@ -171,11 +172,29 @@ def load_dialogues(split: str = "test", data: str | Path | None = None) -> list[
     """The split's dialogues over the five domains, in split-list order.
 
     Reads ``multiwoz/MULTIWOZ2.4/data.json`` (2.4 labels) when present, else the 2.1 dialogues in
-    ``multiwoz/dialogues/<split>.json.zip`` (2.1 labels).
+    ``multiwoz/dialogues/<split>.json.zip`` (2.1 labels). Read once per process while those files and
+    the split list are unchanged (seconds each time otherwise: a run and a scoring both read the test
+    split); the dialogues are shared between callers, so treat them as read-only.
     """
     if split not in SPLITS:
         raise ConfigError(f"unknown MultiWOZ split {split!r}; valid: test, val")
     root = benchmark_dir("multiwoz", data)
+    files = (root / "MULTIWOZ2.4" / "data.json", root / "dialogues" / f"{SPLITS[split]}.json.zip",
+             root / "meta" / f"{SPLITS[split]}ListFile.json")
+    return list(_load_dialogues(split, data, root.resolve(), tuple(_stamp(f) for f in files)))
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=4)
+def _load_dialogues(split: str, data: str | Path | None, root: Path, stamps: tuple[Any, ...]) -> tuple[Dialogue, ...]:
+    """``load_dialogues``'s reading (``stamps``: the files' sizes and times, so a changed file is read again)."""
     full = root / "MULTIWOZ2.4" / "data.json"
     if full.exists():
         raw, labels = _read_json_or_zip(full), "2.4"
@@ -191,7 +210,7 @@ def load_dialogues(split: str = "test", data: str | Path | None = None) -> list[
             out.append(d)
     if not out:
         raise ConfigError(f"no {split} dialogues found under {root}")
-    return out
+    return tuple(out)
 
 
 def sample(dialogues: list[Dialogue], n: int | None, seed: int = 42) -> list[Dialogue]:
