@@ -213,7 +213,7 @@ def test_a_finished_tau_bench_optimisation_resumes_as_its_hint_says(tmp_path, ca
     except ConfigError as e:
         pytest.skip(str(e))
     out = tmp_path / "opt"
-    args = ["bench", "taubench", "optimize", "--out", str(out), "--samples", "2", "--tasks", "0", "--max-steps", "1",
+    args = ["bench", "taubench", "optimize", "--out", str(out), "--samples", "1", "--tasks", "0", "--max-steps", "1",
             "--model", "tiny", "--user-model", "tiny"]
     assert main(args) == 0
     capsys.readouterr()
