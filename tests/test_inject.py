@@ -297,7 +297,8 @@ def test_on_smollm2_a_wrong_value_injected_at_the_reader_that_propagates_is_blam
 
     model, scorer = load_model("smollm2", True)
     method = "gbc:max_l1:targeted:carry"
-    m = run_inject(model, scorer, [method, "last"], ["pipeline"], ["wrong_value"], 4, tmp_path, seed=0)
+    # 2 questions: each one's reader injection propagates here (the assertions need one; 2 leave slack)
+    m = run_inject(model, scorer, [method, "last"], ["pipeline"], ["wrong_value"], 2, tmp_path, seed=0)
     reader = m["groups"].get("position=reader")
     assert reader is not None and reader[method]["n"] >= 1  # some injection at the reader propagated
     assert reader[method]["agent_top1"]["value"] == 1.0 and reader["last"]["agent_top1"]["value"] == 0.0
