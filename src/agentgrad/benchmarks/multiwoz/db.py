@@ -77,6 +77,8 @@ class VenueDB:
         if rule == "standard":
             wanted = {k: standard_value(k, str(v)) for k, v in constraints.items()
                       if k in keys and v is not None and str(v) not in DONT_CARE}
+            fuzzy = FUZZY.get(domain, ())  # the fuzzy comparisons last: a cheap mismatch decides most records
+            wanted = dict(sorted(wanted.items(), key=lambda kv: kv[0] in fuzzy))
             return [r for r in self.records[domain] if all(self._standard_match(domain, k, v, r[k])
                                                            for k, v in wanted.items())]
         wanted = {k: canonical(k, v) for k, v in constraints.items()

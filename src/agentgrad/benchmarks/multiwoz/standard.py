@@ -24,6 +24,7 @@ see :meth:`~agentgrad.benchmarks.multiwoz.db.VenueDB.query`.
 
 from __future__ import annotations
 
+import functools
 import re
 
 DONT_CARE = {"dontcare", "not mentioned", "don't care", "dont care", "do n't care", "do not care"}
@@ -138,6 +139,7 @@ def standard_time(value: str) -> str:
     return t
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a database query asks it of every train, for a handful of values
 def standard_minutes(value: str) -> int:
     """Minutes since midnight of a normalised time; 0 when it does not begin with ``HH:MM`` (as the standard does)."""
     m = re.match(r"(\d\d):(\d\d)", value)
@@ -160,6 +162,7 @@ def standard_value(slot: str, value: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a query compares every venue name with the few a dialogue names
 def partial_ratio(a: str, b: str) -> int:
     """fuzzywuzzy's ``partial_ratio`` (with python-Levenshtein): the best similarity, in whole percent,
     of the shorter string with a window of the longer one placed at each of their matching blocks."""
