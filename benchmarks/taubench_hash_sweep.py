@@ -1,0 +1,42 @@
+"""Every gold replay of every tau-bench retail split: the copy-on-write database hash equals the full one.
+
+    python benchmarks/taubench_hash_sweep.py
+
+tests/test_taubench_env.py replays all 635 tasks too, but compares the two hashes on one replay in five
+(dev, test) and one in 25 (train), the full hash being the slow one; this compares them on every
+replay. Prints the replays and hashes checked and the first task whose hashes differ; exits 1 on one,
+or when a replay changed the shared database. Needs the benchmark data ($AGENTGRAD_DATA_DIR).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> int:
+    from agentgrad.benchmarks.taubench import tools as T
+    from agentgrad.benchmarks.taubench.env import RetailDatabase, RetailEnv, data_hash, load_tasks
+
+    database = RetailDatabase()
+    before = json.dumps(database._db, sort_keys=True)
+    checked = 0
+    for split in ("dev", "test", "train"):
+        for task in load_tasks(split):
+            env = RetailEnv(database, task)
+            for a in task.actions:
+                if a.name not in T.TERMINATE_TOOLS and a.name != "respond":
+                    env.step(a.name, a.kwargs)
+            if database.hash(env.db) != data_hash(env.db):
+                print(f"{split} task {task.index}: the copy-on-write hash differs from the full one")
+                return 1
+            checked += 1
+    if json.dumps(database._db, sort_keys=True) != before:
+        print("a replay changed the shared database")
+        return 1
+    print(f"{checked} replays, every copy-on-write hash equal to the full one, the shared database unchanged")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
