@@ -27,7 +27,7 @@ WHY = (f"the framework apps need {', '.join(MISSING)}: pip install -e '.[framewo
 pytestmark = [pytest.mark.skipif(bool(WHY), reason=WHY), pytest.mark.slow]
 
 if not WHY:
-    import framework_apps as apps
+    from agentgrad.testing import framework_apps as apps
 
 
 @pytest.fixture(scope="module")

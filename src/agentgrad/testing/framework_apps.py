@@ -1,5 +1,6 @@
 """Two real multi-agent apps, each instrumented by its official OpenInference instrumentor and exported
-by the OpenTelemetry SDK's OTLP JSON file exporter: what a user of agentgrad already has.
+by the OpenTelemetry SDK's OTLP JSON file exporter: what a user of agentgrad already has (the apps of
+``tests/test_framework_apps.py`` and of ``benchmarks/team_verdict_apps.py``, which records their sets).
 
 - :func:`langgraph_supervisor`: a LangGraph ``StateGraph`` with a supervisor and two workers (a
   researcher and an analyst). Every node calls the model through LangChain's ``ChatOpenAI``; the
@@ -23,8 +24,7 @@ per input, the OTLP exporter appends): the 20 cities of :data:`CITIES` and the 2
 agent's tool: it reads the next row of its table, so every answer it gives is another input's.
 """
 
-
-
+# no ``from __future__ import annotations``: LangGraph reads the State TypedDict's annotations at run time
 import asyncio
 from pathlib import Path
 from typing import Any

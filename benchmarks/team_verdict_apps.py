@@ -1,0 +1,282 @@
+"""The team verdict on two real apps, recorded: the LangGraph supervisor app and the OpenAI Agents SDK
+app of :mod:`agentgrad.testing.framework_apps`, each run live on its 20 inputs with a defect planted in
+one agent (its tool reads the next row of its table, so every answer it gives is another input's), and
+the set blamed from the user's expected answers under provenance and under the default method
+(SmolLM2-135M-Instruct as the scorer).
+
+    python benchmarks/team_verdict_apps.py --out records/team-verdict-apps
+
+For each app, ``OUT/<app>/`` gets ``spans.jsonl`` (the OTLP JSON file the app's OpenInference
+instrumentor wrote, one trace per input, compacted: one line a trace, and without the attributes
+agentgrad's import does not read, checked by importing the same traces, see :func:`compact`), ``expected.jsonl`` (``{"input": QUESTION, "expected":
+ANSWER}``, the right answers) and the blame of the set as ``agentgrad blame SPANS --expected FILE``
+writes it in ``blame.json`` (its ``seconds`` dropped): ``blame-provenance.json`` (``--method
+provenance``) and ``blame-default.json`` (no method named: the default method and provenance). An app
+whose files are there is not run again (``--resume``). The tests replay these files
+(``tests/test_team_verdict_apps.py``); the shares, as docs/blame-set.md quotes them:
+
+    python benchmarks/team_verdict_apps.py --table --out records/team-verdict-apps
+
+The apps call SmolLM2 on a llama.cpp server started here (llama-cpp-python's, the embedded GGUF, one
+thread, function calling). Exits 1 if a check of the tests fails: the planted value in every tool
+result, every trace blamed, and for both methods the planted agent named with the largest share, its
+interval's lower bound above every other agent's upper bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "analyst")),
+        "agents-sdk": ("INVOICES", "billing", ("triage", "billing"))}  # table, planted agent, every agent
+
+
+@contextmanager
+def llama_server(n_ctx: int = 4096, n_threads: int = 1) -> Iterator[str]:
+    """llama-cpp-python's server on the embedded SmolLM2 GGUF on a free loopback port; yields its base URL."""
+    from agentgrad.models.spec import embedded_gguf
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf("smollm2")),
+                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--chat_format",
+                             "chatml-function-calling", "--n_threads", str(n_threads)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 300
+        while True:
+            if proc.poll() is not None:
+                sys.exit(f"error: the llama.cpp server exited with {proc.returncode}")
+            try:
+                urllib.request.urlopen(url + "/models", timeout=1).read()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    sys.exit("error: the llama.cpp server did not answer within 300 s")
+                time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_app(app: str, url: str, d: Path) -> list[dict[str, Any]]:
+    """The app live on its 20 planted inputs: ``d/spans.jsonl`` and ``d/expected.jsonl``; what it did."""
+    from agentgrad.testing import framework_apps as apps
+
+    rows = getattr(apps, APPS[app][0])
+    cases = apps.planted(rows, True)
+    run = apps.langgraph_set if app == "langgraph" else apps.agents_set
+    tmp = d / "spans.jsonl.part"
+    tmp.unlink(missing_ok=True)
+    runs = run(url, tmp, cases)
+    right = dict(rows)
+    with open(d / "expected.jsonl", "w", encoding="utf-8") as f:  # the user's dataset: questions, right answers
+        for (key, _), did in zip(cases, runs):
+            f.write(json.dumps({"input": did["question"], "expected": right[key]}) + "\n")
+    before, after = compact(tmp)
+    print(f"{app}: spans compacted, {before:,} -> {after:,} bytes", flush=True)
+    tmp.rename(d / "spans.jsonl")
+    return runs
+
+
+def _imported(path: Path) -> list[dict[str, Any]] | None:
+    """The traces agentgrad imports from ``path``, without the raw span attributes each node keeps in
+    its ``meta`` (nothing reads them but a person); None if a record of it is broken."""
+    from agentgrad.importers import import_otel
+
+    res = import_otel(path)
+    if res.broken:
+        return None
+    traces = [t.to_dict() for t in res.traces]
+    for t in traces:
+        for n in t["nodes"]:
+            n["meta"].pop("attributes", None)
+    return traces
+
+
+def import_otel_broken(path: Path) -> list[str]:
+    from agentgrad.importers import import_otel
+
+    return import_otel(path).broken[:3]
+
+
+def _export(groups: dict[str, dict[tuple[str, str], list[dict[str, Any]]]], drop: set[tuple[str, str]]) -> str:
+    lines = []
+    for by_scope in groups.values():
+        by_resource: dict[str, list[dict[str, Any]]] = {}
+        for (res, scope), spans in by_scope.items():
+            kept = [{**sp, "attributes": [a for a in sp.get("attributes", []) if (_kind(sp), _pattern(a["key"]))
+                                          not in drop]} for sp in spans]
+            by_resource.setdefault(res, []).append({"scope": json.loads(scope), "spans": kept})
+        lines.append(json.dumps({"resourceSpans": [{"resource": json.loads(r), "scopeSpans": ss}
+                                                   for r, ss in by_resource.items()]}, separators=(",", ":")))
+    return "\n".join(lines) + "\n"
+
+
+def _kind(sp: dict[str, Any]) -> str:
+    return next((a["value"].get("stringValue", "") for a in sp.get("attributes", [])
+                 if a["key"] == "openinference.span.kind"), "")
+
+
+def _pattern(key: str) -> str:
+    return re.sub(r"\.\d+\.", ".N.", key)
+
+
+def compact(path: Path) -> tuple[int, int]:
+    """Rewrite the OTLP file compactly, importing the same traces: one line per trace (each resource and
+    scope once, not once per span), and without every attribute (by span kind and key, list indices
+    aside) whose removal leaves the imported traces as they were (their raw attributes aside), tried
+    largest first. Returns the sizes before and after."""
+    before = path.read_text(encoding="utf-8")
+    want = _imported(path)
+    if want is None:
+        sys.exit(f"error: {path}: broken records: {import_otel_broken(path)}")
+    groups: dict[str, dict[tuple[str, str], list[dict[str, Any]]]] = {}
+    sizes: dict[tuple[str, str], int] = {}
+    for line in before.splitlines():
+        for rs in json.loads(line)["resourceSpans"] if line.strip() else []:
+            for ss in rs["scopeSpans"]:
+                key = (json.dumps(rs["resource"], sort_keys=True), json.dumps(ss["scope"], sort_keys=True))
+                for sp in ss["spans"]:
+                    groups.setdefault(sp["traceId"], {}).setdefault(key, []).append(sp)
+                    for a in sp.get("attributes", []):
+                        k = (_kind(sp), _pattern(a["key"]))
+                        sizes[k] = sizes.get(k, 0) + len(json.dumps(a))
+    trial = path.with_name(path.name + ".trial")
+    drop: set[tuple[str, str]] = set()
+    for k in sorted(sizes, key=lambda k: (-sizes[k], k)):
+        trial.write_text(_export(groups, drop | {k}), encoding="utf-8")
+        if _imported(trial) == want:
+            drop.add(k)
+    text = _export(groups, drop)
+    trial.write_text(text, encoding="utf-8")
+    if _imported(trial) != want:
+        sys.exit(f"error: the compact copy of {path} imports other traces")
+    trial.replace(path)
+    return len(before.encode()), len(text.encode())
+
+
+def record(res: Any) -> dict[str, Any]:
+    """``blame.json`` as ``agentgrad blame`` writes it, without its wall time and with the source relative."""
+    d = res.to_dict()
+    d.pop("seconds")
+    return d
+
+
+def check_runs(app: str, runs: list[dict[str, Any]]) -> list[str]:
+    """The defect is real: every run's tool returned the next row's value, never its own."""
+    from agentgrad.testing import framework_apps as apps
+
+    cases = apps.planted(getattr(apps, APPS[app][0]), True)
+    return [f"{app}: {key}'s tool results {did['tools']} do not hold {wrong}" for (key, wrong), did in zip(cases, runs)
+            if not did["tools"] or not all(key in t and wrong in t for _, t in did["tools"])]
+
+
+def check_blame(app: str, d: dict[str, Any], method: str) -> list[str]:
+    """Every trace blamed; ``method`` names the planted agent largest, its interval above every other's."""
+    _, agent, agents = APPS[app]
+    bad = []
+    counts = d["team"]["counts"]
+    if counts != {"blamed": 20, "succeeded": 0, "malformed": 0, "unblamed": 0} or d["warnings"]:
+        bad.append(f"{app}: not every trace blamed: {counts}, {d['warnings']}")
+    shares = d["team"]["methods"][method]["shares"]
+    top = shares[0]
+    highs = {a: 0.0 for a in agents if a != agent} | {s["agent"]: s["high"] for s in shares if s["agent"] != agent}
+    if top["agent"] != agent or not all(top["low"] > h for h in highs.values()):
+        bad.append(f"{app}, {method}: {agent} not named above every other agent: {shares}")
+    return bad
+
+
+def shares_line(d: dict[str, Any], method: str) -> str:
+    mt = d["team"]["methods"][method]
+    return f"{method}: {mt['traces']} blamed; " + ", ".join(
+        f"{s['agent']} {s['share']:.2f} [{s['low']:.2f}, {s['high']:.2f}]" for s in mt["shares"])
+
+
+def table(out: Path) -> str:
+    """Every recorded method's shares, one line each (``--table``)."""
+    lines = []
+    for app in APPS:
+        for name in ("blame-provenance.json", "blame-default.json"):
+            if (out / app / name).exists():
+                d = json.loads((out / app / name).read_text(encoding="utf-8"))
+                lines += [f"{app}, {name}: {shares_line(d, m)}" for m in d["methods"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", type=Path, default=Path("records/team-verdict-apps"), help="folder of the apps' records")
+    p.add_argument("--apps", default=",".join(APPS), help=f"comma-separated, of {', '.join(APPS)}")
+    p.add_argument("--resume", action="store_true", help="keep the files already written; make the rest")
+    p.add_argument("--table", action="store_true", help="print the recorded shares of --out and stop")
+    a = p.parse_args(argv)
+    if a.table:
+        print(table(a.out))
+        return
+    names = [n.strip() for n in a.apps.split(",") if n.strip()]
+    if not names or any(n not in APPS for n in names):
+        sys.exit(f"error: --apps takes a comma-separated list of {', '.join(APPS)}, not {a.apps!r}")
+    for n in names:
+        if (a.out / n).exists() and any((a.out / n).iterdir()) and not a.resume:
+            sys.exit(f"error: {a.out / n} is not empty; pass --resume to keep its files, or another --out")
+    import agentgrad as ag
+    from agentgrad.blame.methods import DEFAULT_METHOD
+
+    bad: list[str] = []
+    todo = [n for n in names if not (a.out / n / "spans.jsonl").exists()]
+    if todo:
+        with llama_server() as url:
+            for n in todo:
+                (a.out / n).mkdir(parents=True, exist_ok=True)
+                t0 = time.time()
+                print(f"{n}: 20 live runs", flush=True)
+                runs = run_app(n, url, a.out / n)
+                print(f"{n}: 20 runs in {time.time() - t0:.0f} s", flush=True)
+                bad += check_runs(n, runs)
+    scorer = None
+    for n in names:
+        d = a.out / n
+        for name, methods in (("blame-provenance.json", ["provenance"]), ("blame-default.json", None)):
+            if (d / name).exists():
+                data = json.loads((d / name).read_text(encoding="utf-8"))
+            else:
+                if methods is None and scorer is None:
+                    from agentgrad.attribution.scorer import Scorer
+                    from agentgrad.models.hf import HFModel
+
+                    smol = HFModel.shared(name="default", path="smollm2")
+                    scorer = Scorer(tokenizer=smol.tokenizer, model=smol.model, path="smollm2")
+                t0 = time.time()
+                res = ag.blame_set(d / "spans.jsonl", expected=d / "expected.jsonl", methods=methods,
+                                   scorer=scorer if methods is None else None)
+                print(f"{n}: {name} in {time.time() - t0:.0f} s", flush=True)
+                data = record(res)
+                (d / name).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            for m in (["provenance"] if methods else [DEFAULT_METHOD, "provenance"]):
+                print(f"{n}, {name}: {shares_line(data, m)}", flush=True)
+                bad += check_blame(n, data, m)
+    for b in bad:
+        print(f"FAILED: {b}", flush=True)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
