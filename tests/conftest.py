@@ -1,4 +1,6 @@
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,47 @@ from agentgrad.benchmarks.data import data_dir  # noqa: E402
 
 if not os.environ.get("AGENTGRAD_DATA_DIR") and data_dir().is_dir():
     os.environ["AGENTGRAD_DATA_DIR"] = str(data_dir().resolve())
+
+def run_script(script, *args, cwd=None, check=False) -> subprocess.CompletedProcess:
+    """``python SCRIPT ARGS`` (a script of benchmarks/) run in this process: its stdout, stderr and exit
+    status as :func:`subprocess.run` gives them, the script's folder first on ``sys.path`` and ``cwd`` the
+    working directory, as the interpreter runs it, without a new interpreter's start and imports (about a
+    second each on 2 cores). An exception the script does not catch is its traceback on stderr and exit 1,
+    as it would be."""
+    import contextlib
+    import io
+    import runpy
+    import sys
+    import traceback
+
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    argv, path, here = sys.argv, list(sys.path), os.getcwd()
+    sys.argv = [str(script), *map(str, args)]
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as e:
+                if e.code is None or isinstance(e.code, int):
+                    code = e.code or 0
+                else:  # sys.exit("message"): the message on stderr, status 1
+                    print(e.code, file=sys.stderr)
+                    code = 1
+            except Exception:  # noqa: BLE001 - what the interpreter does with it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv, sys.path[:] = argv, path
+        os.chdir(here)
+    done = subprocess.CompletedProcess([sys.executable, str(script), *map(str, args)], code, out.getvalue(),
+                                       err.getvalue())
+    if check:
+        done.check_returncode()
+    return done
+
 
 DATA_SKIP = "data not found"  # the words every data test's skip reason holds
 
@@ -69,6 +112,20 @@ def _tiny_cache(tmp_path_factory):
         os.environ.pop("AGENTGRAD_CACHE", None)
     else:
         os.environ["AGENTGRAD_CACHE"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _threads_per_worker():
+    """Under pytest-xdist, each worker computes with its share of the cores (2 workers on 2 cores: one
+    thread each), not with every core as a lone process does: PyTorch's threads of two workers on the
+    same cores wait on each other. A test that sets a thread count sets it for itself."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if count > 1:
+        import torch
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        torch.set_num_threads(max(1, cores // count))
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from agentgrad.benchmarks.ablation.figure import write_figures
 from agentgrad.benchmarks.stats import crossed_bootstrap, stratified_permutation_corr
 from agentgrad.blame.methods import canonical, needs_scorer, select_methods
 from agentgrad.blame.outcome import blame_episode
+from conftest import run_script
 from agentgrad.cli import main
 from agentgrad.core.agent import Prompt
 from agentgrad.errors import RegistryError
@@ -226,8 +227,6 @@ def test_the_gain_per_system_on_hand_worked_rows_and_its_table_only_for_several_
 
 
 def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_two_arms(tmp_path):
-    import subprocess
-    import sys
     from pathlib import Path
 
     cases_rows, rows, noise = _worked()
@@ -240,8 +239,7 @@ def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_tw
     for name, data in (("cases", cases_rows), ("results", rows), ("noise", noise)):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in data))
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation_table.py"
-    run = lambda *a: subprocess.run([sys.executable, str(script), str(tmp_path), "--resamples", "50", *a],  # noqa: E731
-                                    capture_output=True, text=True)
+    run = lambda *a: run_script(script, tmp_path, "--resamples", "50", *a)  # noqa: E731
     out = run("--seeds", "0", "--systems", "fanin", "--pairs", "oracle-random")
     assert out.returncode == 0, out.stderr
     # fanin, seed 0 only: oracle 1100 and random 0000 against bugged 1000 -> +0.25 and -0.25; their difference +0.5

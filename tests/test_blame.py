@@ -12,7 +12,7 @@ from agentgrad.benchmarks.planted.bench import Cost, run_benchmark, summarize, t
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError
-from conftest import IdealScorer, assert_spans_exact
+from conftest import IdealScorer, assert_spans_exact, run_script
 
 
 def cli(*args):
@@ -672,8 +672,6 @@ def test_value_word_skips_a_lines_key_and_its_control_is_the_longest_value_word(
 
 def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     """benchmarks/token_candidates.py score: two hand-made episodes ("city: 15:30" in four tokens)."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     toks, inside = ["city", ":", " 15", ":30"], [False, False, True, True]
@@ -686,7 +684,7 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     dump = tmp_path / "d.jsonl"
     dump.write_text(json.dumps(one) + "\n" + json.dumps(two) + "\n")
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "token_candidates.py"
-    out = subprocess.run([sys.executable, str(script), "score", str(dump)], capture_output=True, text=True)
+    out = run_script(str(script), "score", str(dump))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("2 episodes (")
     for line in ("| `targeted/l1/token` | 0.00 |", "| `targeted/l1/word_sum` | 0.50 |", "| `contrast/l1/token` | 0.50 |",
@@ -698,8 +696,7 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
                  "| `targeted/l1/word_sum` | 0.50 | 0.50 |"):
         assert line in out.stdout, line
     # where targeted/l1/word_sum misses (episode 2): on "city", the key of the value's own line
-    why = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1/word_sum"],
-                         capture_output=True, text=True)
+    why = run_script(str(script), "score", str(dump), "--explain", "targeted/l1/word_sum")
     assert why.returncode == 0 and "| d | 2 | 1 | 1 | 0 | 0 |" in why.stdout, why.stdout + why.stderr
     # the other outcomes, by hand: a miss on another line's key, and on another value
     import importlib.util
@@ -709,23 +706,21 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
     spec.loader.exec_module(tc)
     rec = {"tokens": ["a", ":", " x", "\nb", ":", " y", " z"], "inside": [False, False, True, False, False, False, False]}
     assert [tc.miss_kind(rec, g) for g in ([0], [3], [5])] == ["own key", "other key", "other value"]
-    bad_explain = subprocess.run([sys.executable, str(script), "score", str(dump), "--explain", "targeted/l1"],
-                                 capture_output=True, text=True)
+    bad_explain = run_script(str(script), "score", str(dump), "--explain", "targeted/l1")
     assert bad_explain.returncode == 1 and "--explain takes a word candidate" in bad_explain.stderr
     assert bad_explain.stdout == ""  # refused before any table
     # paired on the same episodes: the value word hits twice, the word once (+0.50, one won, none lost)
-    pr = subprocess.run([sys.executable, str(script), "score", str(dump), "--pair", "targeted/l1/value_word_sum,targeted/l1/word_sum"],
-                        capture_output=True, text=True)
+    pr = run_script(str(script), "score", str(dump), "--pair", "targeted/l1/value_word_sum,targeted/l1/word_sum")
     row = "| `targeted/l1/value_word_sum` | `targeted/l1/word_sum` | d | 2 | 1.00 | 0.50 | +0.50 ["
     assert pr.returncode == 0 and row in pr.stdout and pr.stdout.rstrip().endswith("| 1 | 0 | 1 |"), pr.stdout
     for bad_pair in ("targeted/l1/word_sum", "targeted/l1/word_sum,nothing"):
-        bp = subprocess.run([sys.executable, str(script), "score", str(dump), "--pair", bad_pair], capture_output=True, text=True)
+        bp = run_script(str(script), "score", str(dump), "--pair", bad_pair)
         assert bp.returncode == 1 and "--pair" in bp.stderr and "Traceback" not in bp.stderr
-    bad = subprocess.run([sys.executable, str(script), "score", str(tmp_path / "none.jsonl")], capture_output=True, text=True)
+    bad = run_script(str(script), "score", str(tmp_path / "none.jsonl"))
     assert bad.returncode == 1 and "cannot read" in bad.stderr and "Traceback" not in bad.stderr
     short = tmp_path / "short.jsonl"  # scores shorter than the tokens
     short.write_text(json.dumps({**one, "targeted": {"l1": [1.0], "gxi": [1.0]}}) + "\n")
-    bad = subprocess.run([sys.executable, str(script), "score", str(short)], capture_output=True, text=True)
+    bad = run_script(str(script), "score", str(short))
     assert bad.returncode == 1 and "line 1 is not an episode" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -759,8 +754,6 @@ def test_token_precision_under_the_contrast_objective_reads_the_contrast_gradien
 
 def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(tmp_path):
     """benchmarks/blame_table.py on a metrics.json made by summarize from hand records."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     def rec(topo, m, p, hit, ghit):
@@ -780,7 +773,7 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(summarize(recs, ["gbc:max_l1:targeted:follow", "provenance"])))
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "blame_table.py"
-    out = subprocess.run([sys.executable, str(script), str(path), "--compact"], capture_output=True, text=True)
+    out = run_script(str(script), str(path), "--compact")
     assert out.returncode == 0, out.stderr
     assert "### transformed (4 episodes: chain 2, fanin 2)" in out.stdout
     row = next(line for line in out.stdout.splitlines() if line.startswith("| `gbc:max_l1:targeted:follow`"))
@@ -805,15 +798,14 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     for i, r in enumerate(recs):
         (tmp_path / "episodes" / f"e{i}.json").write_text(json.dumps({**r, "episode": f"e{i}", "loss": {"x": 1}}))
     kept = tmp_path / "kept.jsonl"
-    again = subprocess.run([sys.executable, str(script), str(path), "--compact", "--keep", str(kept)],
-                           capture_output=True, text=True)
+    again = run_script(str(script), str(path), "--compact", "--keep", str(kept))
     assert again.returncode == 0 and again.stdout == out.stdout and "kept 4 episode records" in again.stderr
     lines = [json.loads(x) for x in kept.read_text().splitlines()]
     assert [x["episode"] for x in lines] == ["e0", "e1", "e2", "e3"] and "loss" not in lines[0]
-    back = subprocess.run([sys.executable, str(script), str(kept), "--compact"], capture_output=True, text=True)
+    back = run_script(str(script), str(kept), "--compact")
     assert back.returncode == 0 and back.stdout == out.stdout, back.stderr
-    tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", "targeted:l1_word,targeted:longest_word",
-                         "--token-pair", "targeted:abs_gxi,targeted:l1"], capture_output=True, text=True)
+    tp = run_script(str(script), str(kept), "--token-pair", "targeted:l1_word,targeted:longest_word",
+                         "--token-pair", "targeted:abs_gxi,targeted:l1")
     assert tp.returncode == 0, tp.stderr
     assert "`targeted:l1_word` against `targeted:longest_word` (token hit@1, paired" in tp.stdout
     rows = [line for line in tp.stdout.splitlines() if line.startswith("| transformed |")]
@@ -821,45 +813,40 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert "| +1.00 (2/0) | +0.50 (1/0) |" in rows[0]  # chain, fan-in
     assert rows[1].startswith("| transformed | +0.50 [") and "(2 won, 0 lost" in rows[1]  # |g.e| 3 of 4, L1 1 of 4
     for bad_pair in ("targeted:l1_word", "l1_word,targeted:l1", "targeted:,targeted:l1"):
-        bad_tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", bad_pair],
-                                capture_output=True, text=True)
+        bad_tp = run_script(str(script), str(kept), "--token-pair", bad_pair)
         assert bad_tp.returncode == 1 and "--token-pair takes two OBJECTIVE:SCORE names" in bad_tp.stderr
-    none_tp = subprocess.run([sys.executable, str(script), str(kept), "--token-pair", "whole:l1,targeted:l1"],
-                             capture_output=True, text=True)
+    none_tp = run_script(str(script), str(kept), "--token-pair", "whole:l1,targeted:l1")
     assert none_tp.returncode == 1 and "no episode record holds both 'whole:l1'" in none_tp.stderr
-    same = subprocess.run([sys.executable, str(script), str(kept), "--keep", str(kept)], capture_output=True, text=True)
+    same = run_script(str(script), str(kept), "--keep", str(kept))
     assert same.returncode == 1 and "would overwrite" in same.stderr and kept.read_text().count("\n") == 4
-    bad = subprocess.run([sys.executable, str(script), str(tmp_path / "none.json")], capture_output=True, text=True)
+    bad = run_script(str(script), str(tmp_path / "none.json"))
     assert bad.returncode == 1 and "is not a bench blame metrics.json" in bad.stderr and "Traceback" not in bad.stderr
     # --join adds another run's methods on the same episodes (a model-free run), paired with the rest
     free = tmp_path / "free.jsonl"
     free.write_text("".join(json.dumps({"episode": f"e{i}", "methods": {"provenance:key": {
         "agent_top1": 1.0, "node_top1": 1.0, "agent_top3": 1.0}}}) + "\n" for i in range(4)))
-    joined = subprocess.run([sys.executable, str(script), str(kept), "--compact", "--join", str(free)],
-                            capture_output=True, text=True)
+    joined = run_script(str(script), str(kept), "--compact", "--join", str(free))
     assert joined.returncode == 0, joined.stderr
     key_row = next(line for line in joined.stdout.splitlines() if line.startswith("| `provenance:key`"))
     assert key_row.startswith("| `provenance:key` | 1.00 | 1.00 | 1.00 [") and "(3 won, 0 lost" in key_row
     row = next(line for line in joined.stdout.splitlines() if line.startswith("| `gbc:max_l1:targeted:follow`"))
     assert row.endswith("-0.25 vs `provenance:key` (p 1.00) |")  # the best model-free method is now the key walk
     free.write_text(free.read_text().split("\n", 1)[1])  # e0 missing
-    short = subprocess.run([sys.executable, str(script), str(kept), "--join", str(free)], capture_output=True, text=True)
+    short = run_script(str(script), str(kept), "--join", str(free))
     assert short.returncode == 1 and "has no episode e0" in short.stderr and "Traceback" not in short.stderr
-    onjson = subprocess.run([sys.executable, str(script), str(path), "--join", str(free)], capture_output=True, text=True)
+    onjson = run_script(str(script), str(path), "--join", str(free))
     assert onjson.returncode == 1 and "--join adds to kept records" in onjson.stderr
     # --pair: one method against another on the same episodes, per family and topology (hand-worked:
     # follow 1,1 | 0,1 against provenance 0,0 | 0,1: chain +1.00 with 2 won, fan-in level)
     for src in (kept, path):  # kept records, or the episode records beside a metrics.json
-        pair = subprocess.run([sys.executable, str(script), str(src), "--pair", "gbc:max_l1:targeted:follow,provenance"],
-                              capture_output=True, text=True)
+        pair = run_script(str(script), str(src), "--pair", "gbc:max_l1:targeted:follow,provenance")
         assert pair.returncode == 0, pair.stderr
         line = next(x for x in pair.stdout.splitlines() if x.startswith("| transformed |"))
         assert line.startswith("| transformed | +0.50 [") and "(2 won, 0 lost, p 0.50; n 4)" in line
         assert line.endswith("| +1.00 (2/0) | +0.00 (0/0) | - | - |")
-    nopair = subprocess.run([sys.executable, str(script), str(kept), "--pair", "provenance"], capture_output=True, text=True)
+    nopair = run_script(str(script), str(kept), "--pair", "provenance")
     assert nopair.returncode == 1 and "--pair takes two method names" in nopair.stderr
-    unknown = subprocess.run([sys.executable, str(script), str(kept), "--pair", "provenance,temporal"],
-                             capture_output=True, text=True)
+    unknown = run_script(str(script), str(kept), "--pair", "provenance,temporal")
     assert unknown.returncode == 1 and "has no method 'temporal'" in unknown.stderr and "Traceback" not in unknown.stderr
     # --join-suffix: the joined run's methods named METHOD@SUFFIX, so a rule pairs with itself before a change
     # (hand-worked: provenance now 0,0 | 0,1; before 1,1 | 0,1: -1.00 on chain with 2 lost)
@@ -867,16 +854,14 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     before.write_text("".join(json.dumps({"episode": f"e{i}", "truth": lines[i].get("truth"), "methods": {
         "provenance": {"agent_top1": [1.0, 1.0, 0.0, 1.0][i], "node_top1": 1.0, "agent_top3": 1.0}}}) + "\n"
         for i in range(4)))
-    suffixed = subprocess.run([sys.executable, str(script), str(kept), "--compact", "--join", str(before),
-                               "--join-suffix", "old", "--pair", "provenance,provenance@old"],
-                              capture_output=True, text=True)
+    suffixed = run_script(str(script), str(kept), "--compact", "--join", str(before),
+                               "--join-suffix", "old", "--pair", "provenance,provenance@old")
     assert suffixed.returncode == 0, suffixed.stderr
     assert any(x.startswith("| `provenance@old` | 1.00 | 0.50 | 0.75 [") for x in suffixed.stdout.splitlines())
     line = next(x for x in suffixed.stdout.splitlines() if x.startswith("| transformed |"))
     assert line.startswith("| transformed | -0.50 [") and "(0 won, 2 lost, p 0.50; n 4)" in line
     assert line.endswith("| -1.00 (0/2) | +0.00 (0/0) | - | - |")
-    alone = subprocess.run([sys.executable, str(script), str(kept), "--join-suffix", "old"], capture_output=True, text=True)
+    alone = run_script(str(script), str(kept), "--join-suffix", "old")
     assert alone.returncode == 1 and "--join-suffix names the methods of one --join file" in alone.stderr
-    comma = subprocess.run([sys.executable, str(script), str(kept), "--join", str(before), "--join-suffix", "a,b"],
-                           capture_output=True, text=True)
+    comma = run_script(str(script), str(kept), "--join", str(before), "--join-suffix", "a,b")
     assert comma.returncode == 1 and "cannot hold a comma" in comma.stderr and "Traceback" not in comma.stderr

@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from agentgrad.blame.confidence import (PACKAGE_FILE, agrees, confidence, confid
 from agentgrad.blame.context import Blame
 from agentgrad.blame.outcome import BlameOutcome
 from agentgrad.errors import ConfigError
+from conftest import run_script
 
 ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "benchmarks" / "confidence_table.py"
@@ -136,5 +135,5 @@ def test_the_script_refuses_a_record_the_pre_registration_does_not_name(tmp_path
     other.parent.mkdir()
     other.write_text("{}\n", encoding="utf-8")
     for arg, says in [(other, "not a record the pre-registration names"), (tmp_path / "none.jsonl", "does not exist")]:
-        done = subprocess.run([sys.executable, str(SCRIPT), str(arg)], capture_output=True, text=True, timeout=60)
+        done = run_script(str(SCRIPT), str(arg))
         assert done.returncode == 1 and says in done.stderr and "Traceback" not in done.stderr, done.stderr

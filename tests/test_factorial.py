@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from agentgrad.benchmarks.ablation.records import read_records
 from agentgrad.benchmarks.ablation.summary import CONTRASTS, compare_arms, discordant, factorial_markdown
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import DEFAULT_METHOD
+from conftest import run_script
 from agentgrad.cli import main
 from agentgrad.core.agent import Prompt
 from agentgrad.optim.edit import LINE_RULES, EditOptimizer, sentences, string_scores
@@ -160,8 +159,7 @@ def test_bad_factorial_options_are_one_line_errors(tmp_path):
 
 
 def _table(*args):
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ablation_table.py"), *map(str, args)],
-                       capture_output=True, text=True)
+    p = run_script(str(ROOT / "benchmarks" / "ablation_table.py"), *map(str, args))
     return p.returncode, p.stdout, p.stderr
 
 

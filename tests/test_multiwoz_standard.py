@@ -3,8 +3,6 @@ systems' files, its state normalisation, its active domains, and dialogues with 
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from agentgrad.benchmarks.multiwoz.standard import standard_response
 from agentgrad.benchmarks.multiwoz.standard_input import predicted_state, slot_domains, standard_state
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
+from conftest import run_script
 
 DATA = Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "multiwoz"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="MultiWOZ data not found (set AGENTGRAD_DATA_DIR)")
@@ -187,9 +186,9 @@ def test_the_doc_page_commands_run(tmp_path, capsys):
     doc = (root / "docs" / "multiwoz.md").read_text()
     script = root / "benchmarks" / "multiwoz_published.py"
     assert "python benchmarks/multiwoz_published.py /tmp/mwz_eval/predictions" in doc
-    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    out = run_script(str(script), "--help")
     assert out.returncode == 0 and "predictions" in out.stdout
-    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True)
+    out = run_script(str(script), str(tmp_path))
     assert out.returncode == 1 and out.stderr.strip() == f"no *.json file in {tmp_path}"
     assert main(["bench", "multiwoz", "score", "--help"]) == 0
     assert "--domains" in capsys.readouterr().out

@@ -4,8 +4,6 @@ judged), checked against hand-computed picks and independent gradient computatio
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from agentgrad.blame.methods import get_blame_method, model_free, select_methods
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.blame.priors import POSITIONS
 from agentgrad.importers.whowhen import whowhen_trace
+from conftest import run_script
 from test_attribution import pipeline_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,8 +238,7 @@ def test_whowhen_pairs_every_method_with_the_best_prior_and_provenance(tmp_path,
             assert d["diff"] == pytest.approx(figs[name][level]["value"] - figs[d["baseline"]][level]["value"])
             assert figs[name]["vs_provenance"][level]["diff"] == pytest.approx(
                 figs[name][level]["value"] - figs["provenance"][level]["value"])
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
-                         capture_output=True, text=True, check=True).stdout
+    out = run_script(str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W"), check=True).stdout
     assert "paired on the same logs" in out and "| `gbc:mean_l1:contrast:maxw` |" in out
     assert json.loads((tmp_path / "W" / "metrics.json").read_text())["groups"]["algorithm"]["methods"]["first"][
         "vs_best_prior"]["step"]["baseline"] == "most_active"
@@ -318,8 +316,7 @@ def test_whowhen_table_leaves_out_a_method_that_only_some_logs_have(tmp_path):
     traces = [log(["A", "B", "A"], 0, "A", id="t0", subset="algorithm"), log(["B", "A"], 1, "A", id="t1", subset="algorithm")]
     run_whowhen(traces[:1], ["first", "last", "random"], out=tmp_path / "W")  # a first chunk with one method more
     run_whowhen(traces, ["first", "last"], out=tmp_path / "W", resume=True)
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
-                         capture_output=True, text=True, check=True).stdout
+    out = run_script(str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W"), check=True).stdout
     assert "left out, not on every log: random" in out and "2 logs scored" in out
     assert "| `first` | 0.50" in out and "`random`" not in out.split("left out")[1]  # t0 right, t1 wrong (B spoke first)
     assert "no seeded random arm ran on these logs: only analytic chance" in out
@@ -334,8 +331,7 @@ def test_whowhen_table_prints_the_seeded_random_arm_beside_chance_and_names_who_
         r = json.loads(rec.read_text())
         r["methods"]["random"].update(agent=1.0, step=0.0)
         rec.write_text(json.dumps(r))
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W")],
-                         capture_output=True, text=True, check=True).stdout
+    out = run_script(str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "W"), check=True).stdout
     lines = out.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("| chance"))
     assert lines[at + 1].startswith("| `random` (seeded: one draw of chance, on these logs) | 1.00 ")
@@ -356,14 +352,14 @@ def test_whowhen_table_pairs_each_method_with_itself_in_the_other_setting(tmp_pa
     r = json.loads(rec.read_text())
     r["methods"]["first"].update(agent=0.0, step=0.0)
     rec.write_text(json.dumps(r))
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
-                          "--setting", str(tmp_path / "W")], capture_output=True, text=True, check=True).stdout
+    out = run_script(str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
+                          "--setting", str(tmp_path / "W"), check=True).stdout
     table = out.split("each method in the two settings")[1]
     assert "paired on the 2 logs both scored (V: without ground truth; W: with)" in table
     # first is right on both logs with the truth (A, then B spoke first), on t1 only without it
     assert "| `first` | 0.50 | 1.00 | -0.500 [-1.00, +0.00] 0/1 p=1 | 0.50 | 1.00 | -0.500" in table
     # last: A spoke last in both logs, right on t0 only; the labelled steps are both the first
     assert "| `last` | 0.50 | 0.50 | +0.000 [+0.00, +0.00] 0/0 p=1 | 0.00 | 0.00 |" in table
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
-                          "--setting", str(tmp_path / "nothing")], capture_output=True, text=True)
+    bad = run_script(str(ROOT / "benchmarks" / "whowhen_table.py"), str(tmp_path / "V"),
+                          "--setting", str(tmp_path / "nothing"))
     assert bad.returncode != 0 and "no scored log" in bad.stderr

@@ -15,12 +15,13 @@ import json
 import re
 import shlex
 import subprocess
-import sys
 from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
+
+from conftest import run_script
 
 ROOT = Path(__file__).parent.parent
 INDEX = json.loads((ROOT / "records" / "index.json").read_text(encoding="utf-8"))
@@ -90,7 +91,7 @@ def output(command: str) -> str:
     """The table command's stdout, run from the repository root on the committed records."""
     words = shlex.split(command)
     assert words[0] == "python" and words[1].startswith("benchmarks/"), f"not a table command: {command}"
-    done = subprocess.run([sys.executable, *words[1:]], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = run_script(ROOT / words[1], *words[2:], cwd=ROOT)
     assert done.returncode == 0, f"{command}\nexit {done.returncode}\n{done.stderr[-2000:]}"
     return done.stdout
 
@@ -213,7 +214,7 @@ def test_every_quoted_figure_is_recomputed_from_the_records(group):
 # --- the table scripts' ways of reading committed records: bad input is one line
 
 def _script(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return run_script(args[0], *args[1:], cwd=cwd)
 
 
 def test_the_records_scripts_refuse_bad_input_in_one_line(tmp_path):
