@@ -10,8 +10,8 @@ The 20 live runs of each app are recorded (``python benchmarks/team_verdict_apps
 records/team-verdict-apps``, on a llama.cpp server: many minutes on 2 cores), and the tests replay the
 committed spans: provenance's blame of each set (seconds, from the CLI and from Python), the committed
 verdicts against what ``blame_set`` computes now, and the default method's (the SmolLM2 scorer's
-gradients) on the Agents SDK set (slow, about 45 s on 2 cores); the LangGraph set's default-method
-verdict (about 100 s) is checked from its record. The live capture of each app is tested by
+gradients) on the Agents SDK set (slow: 63 s on 2 shared cores, 2026-12-03); the LangGraph set's
+default-method verdict (299 s when it was recorded) is checked from its record. The live capture of each app is tested by
 ``tests/test_framework_apps.py`` (one input each).
 """
 
