@@ -278,12 +278,13 @@ def _episodes(run):
 @pytest.mark.slow
 def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
     run = tmp_path / "run"
-    args = ["bench", "taubench", "evaluate", "--out", str(run), "--tasks", "0-1", "--max-steps", "1",
+    # one task: what is checked (the files, the trace, a resume that runs nothing again) is per episode
+    args = ["bench", "taubench", "evaluate", "--out", str(run), "--tasks", "0", "--max-steps", "1",
             "--model", "tiny", "--user-model", "tiny"]
     assert main(args + ["--trials", "1"]) == 0
-    assert len(_episodes(run)) == 2
+    assert len(_episodes(run)) == 1
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["episodes"] == 2 and set(metrics["pass_hat_k"]) == {"1"}
+    assert metrics["episodes"] == 1 and set(metrics["pass_hat_k"]) == {"1"}
     assert "action reward" in capsys.readouterr().out
     from agentgrad.core.trace import Trace
 
@@ -294,7 +295,7 @@ def test_cli_evaluate_on_tiny_models_resumes(tmp_path, capsys):
     assert main(args + ["--trials", "2", "--resume"]) == 2  # other options than the run was started with
     assert "other options" in capsys.readouterr().err
     assert main(args + ["--trials", "1", "--resume"]) == 0
-    assert len(_episodes(run)) == 2
+    assert len(_episodes(run)) == 1
     assert main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "r2"), "--system", "nope"]) == 2
 
 
