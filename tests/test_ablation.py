@@ -310,6 +310,7 @@ def test_the_report_of_an_ablation_shows_its_cases_arms_and_figures(tmp_path):
     assert page.count("<svg xmlns") == 2 and "7 s in all" in page
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_a_seed_changes_the_training_questions_and_the_random_blame_but_not_the_case(tmp_path):
     from agentgrad.runs.runner import read_jsonl
 

@@ -387,6 +387,7 @@ def _reading_judge(messages, tools):
     return json.dumps({"half": "LOWER" if first is not None and first <= mid else "UPPER", "reason": ""})
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_judge_methods_against_the_openai_compatible_server(tmp_path, tiny_llama, monkeypatch):
     from agentgrad.blame.judge import Judge, make_judge
     from agentgrad.models.fake import FakeModel

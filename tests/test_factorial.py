@@ -92,6 +92,7 @@ def test_each_line_rule_on_a_hand_made_prompt():
     assert "Warning bullets" in EditOptimizer().step(_step(PROMPT, ["x"])).notes[0]
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_gbc_grad_on_the_tiny_model_is_the_gbc_arm_under_the_edit_optimizer(tmp_path):
     case = cases(["pipeline"], ["stale_example"], 1, 1, 1)[0]
     base = {"clean_test": 1.0, "bugged_test": 0.0}

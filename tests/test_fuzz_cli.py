@@ -21,6 +21,7 @@ def pool(tmp_path_factory, tiny_llama):
 
 
 @pytest.mark.skipif(given is None, reason="hypothesis is not installed (pip install -e '.[test]')")
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_fuzz_cli(pool):
     root, files = pool
 

@@ -51,6 +51,7 @@ def test_chat_round_trip_and_broken_lines(tmp_path):
 
 
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_whowhen_import_all_logs_with_labels():
     res = import_whowhen(WHOWHEN)
     assert len(res.traces) == 184 and res.broken == []
@@ -271,6 +272,7 @@ def test_a_log_longer_than_the_judges_context_is_counted_never_a_crash(tmp_path,
     assert pm["groups"]["all"]["judge:all_at_once"]["agent_top1"]["value"] == 0.0
 
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
     from agentgrad.benchmarks.planted.bench import wilson
     from agentgrad.blame.judge import Judge, render_log, steps_of

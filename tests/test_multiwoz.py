@@ -329,6 +329,7 @@ def test_cli_multi_on_tiny_model_and_independent_metrics(tmp_path):
     assert sum('"dialogue"' in l for l in (out / "events.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_cli_single_against_openai_compatible_server(tmp_path, tiny_llama):
     from agentgrad.models.hf import HFModel
 

@@ -75,6 +75,7 @@ def test_the_hf_backend_replies_only_in_the_shape(tiny, schema):
         schema.parse(gen.text)  # raises if the reply left the shape
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_constrained_and_free_rows_batched_give_the_replies_of_one_at_a_time(tiny):
     shapes = [VERDICT, SCHEMAS[2], SCHEMAS[5]]  # short shapes: none can run out of the token budget
     calls = [(f"Question {i}: who?", shapes[i % 3] if i % 2 else None) for i in range(8)]

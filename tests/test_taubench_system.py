@@ -316,6 +316,7 @@ def test_cli_optimize_on_tiny_models(tmp_path):
     assert read_policy() in final["prompts"]["manager"]  # the protected policy survives every step
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_episode_against_openai_compatible_server(tmp_path, tiny_llama):
     from agentgrad.models.hf import HFModel
 

@@ -120,6 +120,7 @@ def test_kill_9_then_resume_equals_uninterrupted(demo_run, tmp_path, concurrency
         assert json.loads((R / "prompts" / name).read_text()) == json.loads((demo_run / "prompts" / name).read_text())
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_concurrent_steps_equal_the_sequential_run(demo_run, tmp_path):
     """trainer.concurrency 3: a step's episodes and the validation gate run at once; samples, seeds,
     updates, prompts and weights are those of the sequential demo."""
@@ -290,6 +291,7 @@ def test_ctrl_c_says_what_was_kept_and_the_command_it_prints_finishes_the_demo(d
     assert (R / "report.html").is_file() and any(e["event"] == "resumed" for e in events(R))
 
 
+@pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_optimize_resumes_from_the_runs_own_config(demo_run, tmp_path, monkeypatch, capsys):
     """A stopped `optimize` continues from RUN_DIR/config.yaml (no unknown field, the same digest) and
     writes its report on the resumed completion."""
