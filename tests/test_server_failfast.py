@@ -127,14 +127,17 @@ def test_a_slow_answer_is_not_a_dead_server_but_a_hung_one_trips_the_breaker():
         threading.Thread(target=fast_after_the_first, daemon=True).start()
         t0 = time.time()
         assert model.generate(MSGS, None, GenerationSettings()).text == "a"
-        assert 0.4 <= time.time() - t0 < 1.0 and model.breaker.opened_at is None and srv.stats["requests"] == 2
+        # the first request timed out (0.4 s; answered, it would have been the only one) and its retry was
+        # answered; no bound above, which the machine's load would decide
+        assert time.time() - t0 >= 0.4 and model.breaker.opened_at is None and srv.stats["requests"] == 2
     with OpenAICompatServer(FakeModel(["a"], cycle=True), latency=5.0) as srv:  # hung: never within the timeout
         model = OpenAIModel(name="m", model="tiny", base_url=srv.base_url, timeout=0.4, breaker_seconds=0.2,
                             max_retries=8, backoff_initial=0.01, backoff_max=0.02)
         t0 = time.time()
         with pytest.raises(ServerUnreachableError, match="stopped answering"):
             model.generate(MSGS, None, GenerationSettings())
-        assert time.time() - t0 < 1.5 and srv.stats["requests"] == 2  # two timeouts, not nine
+        # two timeouts, not nine; and sooner than one answer of the hung server (5 s), whatever the load
+        assert time.time() - t0 < 5.0 and srv.stats["requests"] == 2
 
 
 def test_breaker_opens_after_its_time_and_lets_a_probe_through():
