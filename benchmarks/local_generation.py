@@ -30,19 +30,16 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from agentgrad.core.config import apply_model_override, load_system_config
 from agentgrad.core.model import GenerationSettings, OutputSchema
 from agentgrad.runs.graph_system import GraphSystem
 from agentgrad.examples import LOOKUP
-from agentgrad.models.spec import embedded_gguf
 from agentgrad.runs.runner import read_jsonl
+from agentgrad.testing.llama_server import LlamaServer
 
 
 def measure(system: GraphSystem, examples: list[dict], concurrency: int) -> dict:
@@ -146,8 +143,8 @@ def structured(examples: list[dict], rows: list[dict]) -> None:
     calls = structured_calls(examples)
     backends = [("transformers (float32)", HFModel.shared(name="default", path="smollm2"), None)]
     if importlib.util.find_spec("llama_cpp") is not None:
-        proc, url = llama_server()
-        backends.append(("llama.cpp server (Q4_1)", OpenAIModel(name="default", model="smollm2", base_url=url), proc))
+        srv, url = llama_server()
+        backends.append(("llama.cpp server (Q4_1)", OpenAIModel(name="default", model="smollm2", base_url=url), srv))
     else:
         print("llama-cpp-python[server] is not installed: the server rows are left out")
     try:
@@ -158,9 +155,9 @@ def structured(examples: list[dict], rows: list[dict]) -> None:
                     rows.append({"backend": name, "workload": "structured", **measure_calls(model, calls, c, schema)})
                     print(rows[-1], flush=True)
     finally:
-        for _, _, proc in backends:
-            if proc is not None:
-                proc.terminate()
+        for _, _, srv in backends:
+            if srv is not None:
+                srv.stop()
     for name, *_ in backends:
         for c in (1, 8):
             free, con = (next(r for r in rows if r["backend"] == name and r["concurrency"] == c and r["mode"] == m)
@@ -171,22 +168,13 @@ def structured(examples: list[dict], rows: list[dict]) -> None:
                   f"{con['schema_valid']}/{con['calls']}")
 
 
-def llama_server() -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf("smollm2")),
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--chat_format", "chatml",
-                             "--n_threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(url + "/models", timeout=1).read()
-            return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the llama.cpp server did not start")
+def llama_server() -> tuple[LlamaServer, str]:
+    """The chatml server on 2 threads, as these figures were measured; a start that fails is one line."""
+    try:
+        srv = LlamaServer(n_ctx=2048, chat_format="chatml", n_threads=2)
+    except RuntimeError as e:
+        raise SystemExit(f"error: {e}") from None
+    return srv, srv.base_url
 
 
 def main() -> None:
@@ -209,7 +197,7 @@ def main() -> None:
         rows.append({"backend": "transformers (float32)", "workload": a.workload, **measure(hf, examples, c)})
         print(rows[-1], flush=True)
     if importlib.util.find_spec("llama_cpp") is not None:
-        proc, url = llama_server()
+        server, url = llama_server()
         try:
             srv = system_for(f"openai:smollm2@{url}", a.workload)
             srv.run(examples[0])
@@ -217,7 +205,7 @@ def main() -> None:
                 rows.append({"backend": "llama.cpp server (Q4_1)", "workload": a.workload, **measure(srv, examples, c)})
                 print(rows[-1], flush=True)
         finally:
-            proc.terminate()
+            server.stop()
     else:
         print("llama-cpp-python[server] is not installed: the server rows are left out")
     for r in rows:

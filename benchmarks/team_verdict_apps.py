@@ -28,52 +28,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "analyst")),
         "agents-sdk": ("INVOICES", "billing", ("triage", "billing"))}  # table, planted agent, every agent
-
-
-@contextmanager
-def llama_server(n_ctx: int = 4096, n_threads: int = 1) -> Iterator[str]:
-    """llama-cpp-python's server on the embedded SmolLM2 GGUF on a free loopback port; yields its base URL."""
-    from agentgrad.models.spec import embedded_gguf
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/v1"
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(embedded_gguf("smollm2")),
-                             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx), "--chat_format",
-                             "chatml-function-calling", "--n_threads", str(n_threads)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 300
-        while True:
-            if proc.poll() is not None:
-                sys.exit(f"error: the llama.cpp server exited with {proc.returncode}")
-            try:
-                urllib.request.urlopen(url + "/models", timeout=1).read()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    sys.exit("error: the llama.cpp server did not answer within 300 s")
-                time.sleep(0.5)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def run_app(app: str, url: str, d: Path) -> list[dict[str, Any]]:
@@ -243,7 +204,14 @@ def main(argv: list[str] | None = None) -> None:
     bad: list[str] = []
     todo = [n for n in names if not (a.out / n / "spans.jsonl").exists()]
     if todo:
-        with llama_server() as url:
+        from agentgrad.testing.llama_server import LlamaServer
+
+        try:  # function calling, one thread: llama.cpp's threads spin-wait on a shared machine
+            srv = LlamaServer(n_ctx=4096, chat_format="chatml-function-calling", n_threads=1, wait=300)
+        except RuntimeError as e:
+            sys.exit(f"error: {e}")
+        with srv:
+            url = srv.base_url
             for n in todo:
                 (a.out / n).mkdir(parents=True, exist_ok=True)
                 t0 = time.time()

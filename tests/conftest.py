@@ -155,7 +155,7 @@ def demo_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def framework_server():
     """One llama.cpp server (SmolLM2, function calling) for every framework-app test of the session."""
-    from test_llama_server import LlamaServer
+    from agentgrad.testing.llama_server import LlamaServer
 
     # one thread: llama.cpp's threads wait on each other by spinning, which a busy machine makes very slow
     srv = LlamaServer(n_ctx=4096, chat_format="chatml-function-calling", n_threads=1)
@@ -166,7 +166,7 @@ def framework_server():
 @pytest.fixture(scope="session")
 def llama_server():
     """One llama.cpp server (SmolLM2, chatml) for the session's tests that need no server of their own."""
-    from test_llama_server import LlamaServer
+    from agentgrad.testing.llama_server import LlamaServer
 
     srv = LlamaServer(n_ctx=4096)
     yield srv

@@ -6,11 +6,7 @@ installs both).
 """
 
 import importlib.util
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,8 +16,8 @@ from agentgrad.attribution.io import attribution_record
 from agentgrad.blame.backward import VerbalLoss, backward
 from agentgrad.core.config import apply_model_override, load_system_config
 from agentgrad.core.model import GenerationSettings
-from agentgrad.models.openai_compat import OpenAIModel
 from agentgrad.models.spec import embedded_gguf
+from agentgrad.testing.llama_server import LlamaServer
 
 try:
     GGUF = embedded_gguf("smollm2")
@@ -33,46 +29,6 @@ if GGUF is not None and importlib.util.find_spec("llama_cpp") is None:
 pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"llama.cpp server tests: {REASON}"), pytest.mark.slow]
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LlamaServer:
-    """llama-cpp-python's server on a free loopback port, started and stopped by the test."""
-
-    def __init__(self, n_ctx: int = 2048, chat_format: str = "chatml", n_threads: int = 2):
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(GGUF), "--host", "127.0.0.1", "--port",
-             str(self.port), "--n_ctx", str(n_ctx), "--chat_format", chat_format, "--n_threads", str(n_threads)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the llama.cpp server exited with {self.proc.returncode}")
-            try:
-                urllib.request.urlopen(self.base_url + "/models", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("the llama.cpp server did not answer within 120 s")
-
-    def model(self, **kw) -> OpenAIModel:
-        return OpenAIModel(name="default", model="smollm2", base_url=self.base_url, **kw)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture(scope="module")
