@@ -10,11 +10,13 @@ or when a replay changed the shared database. Needs the benchmark data ($AGENTGR
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.split("\n")[0]).parse_args(argv)  # no options: --help, a typo
     from agentgrad.benchmarks.taubench.env import RetailDatabase, data_hash, gold_database, load_tasks
 
     database = RetailDatabase()

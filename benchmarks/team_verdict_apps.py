@@ -190,11 +190,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--table", action="store_true", help="print the recorded shares of --out and stop")
     a = p.parse_args(argv)
     if a.table:
-        print(table(a.out))
+        printed = table(a.out)
+        if not printed:
+            sys.exit(f"error: {a.out} holds no blame records of {', '.join(APPS)} (made by this script without --table)")
+        print(printed)
         return
     names = [n.strip() for n in a.apps.split(",") if n.strip()]
     if not names or any(n not in APPS for n in names):
         sys.exit(f"error: --apps takes a comma-separated list of {', '.join(APPS)}, not {a.apps!r}")
+    if a.out.exists() and not a.out.is_dir():
+        sys.exit(f"error: --out {a.out} is a file; give a folder (new, or this script's own with --resume)")
     for n in names:
         if (a.out / n).exists() and any((a.out / n).iterdir()) and not a.resume:
             sys.exit(f"error: {a.out / n} is not empty; pass --resume to keep its files, or another --out")
