@@ -167,10 +167,10 @@ def measure(case: str, prompt: int, device: str, dtype: str, layers: int, repeat
     elif case in ("b", "c"):
         scorer = Scorer(tokenizer=None, model=model, mode="naive" if case == "b" else "cached")
         if case == "c":
-            scorer._gradients(call)  # an earlier call of the same agent built the prefix cache
+            scorer.gradients(call)  # an earlier call of the same agent built the prefix cache
 
         def run():
-            scorer._gradients(call)
+            scorer.gradients(call)
     else:
         emb = model.get_input_embeddings()
         ctx = ids_t[:, : prompt + 3 * PRED]  # (1, T - OUT): what the agent read

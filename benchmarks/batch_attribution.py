@@ -52,7 +52,7 @@ def main() -> None:
         calls.append(RenderedCall(text="", input_ids=ids, output_range=(at, at + 100), source_ranges=ranges))
     scorer = Scorer(tokenizer=None, model=model)
     sync = torch.cuda.synchronize if a.device.startswith("cuda") else (lambda: None)
-    scorer._gradients(calls[0])  # the prefix cache, built once as by an earlier call of the agent
+    scorer.gradients(calls[0])  # the prefix cache, built once as by an earlier call of the agent
 
     def timed(fn) -> float:
         fn()  # warm-up
@@ -65,14 +65,14 @@ def main() -> None:
             best.append(time.perf_counter() - t0)
         return sorted(best)[len(best) // 2]
 
-    single = [scorer._gradients(c) for c in calls]
-    t1 = timed(lambda: [scorer._gradients(c) for c in calls])
+    single = [scorer.gradients(c) for c in calls]
+    t1 = timed(lambda: [scorer.gradients(c) for c in calls])
     figures = {"device": a.device, "dtype": a.dtype, "calls": a.calls, "prefix": a.prefix,
                "one_by_one_calls_per_s": round(a.calls / t1, 2)}
     print(f"one by one: {a.calls / t1:.2f} calls/s ({a.device}, {a.dtype}, prefix {a.prefix}, {a.calls} calls)", flush=True)
     for b in (int(x) for x in a.batches.split(",")):
         chunks = [calls[i:i + b] for i in range(0, len(calls), b)]
-        run = lambda: [scorer._batch_gradients([(c, a.prefix) for c in ch]) for ch in chunks]  # noqa: E731
+        run = lambda: [scorer.batch_gradients([(c, a.prefix) for c in ch]) for ch in chunks]  # noqa: E731
         worst = 0.0
         got = [g for ch in run() for g in ch]
         for (g1, *_), (g2, *_) in zip(single, got):

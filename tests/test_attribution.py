@@ -74,8 +74,8 @@ def compare_paths(path, attn=None):
         tr = pipeline_trace(path, q)
         for node in tr.calls():
             r = render_call(naive.tokenizer, node)
-            gn, _, _, lpn, _ = naive._gradients(r)
-            gc, _, start, lpc, _ = cached._gradients(r)
+            gn, _, _, lpn, _ = naive.gradients(r)
+            gc, _, start, lpc, _ = cached.gradients(r)
             assert start > 0 and close(lpn, lpc, 1e-5)
             gn = gn[start:]  # (T - start, H): the naive pass's gradients at the cached pass's positions
             nz = gn.norm(dim=-1) > 0  # the last output token does not affect the objective
@@ -238,7 +238,7 @@ def test_gradient_matches_finite_differences(tmp_path, monkeypatch):
     node = tr.calls()[-1]
     res = sc.attribute_node(tr, node)
     r = render_call(tok, node)
-    grads, _, start, _, _ = sc._gradients(r)  # (T - start, H)
+    grads, _, start, _, _ = sc.gradients(r)  # (T - start, H)
     ids = torch.tensor([res.input_ids])
     a, b = res.output_token_range
 
@@ -459,7 +459,7 @@ def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama
     want = [fresh.attribute_node(tr, node, chars) for chars in (None, region)]
     got = [sc.attribute_node(tr, node, chars, keep=True) for chars in (None, region)]
     assert sc.forward_stats["kept"] == 1 and sc.forward_stats["reused"] == 1
-    assert fresh.forward_stats["kept"] == 0 and not fresh._forwards
+    assert fresh.forward_stats["kept"] == 0 and not len(fresh.graphs)
     for a, b in zip(want, got):
         assert a.log_prob == b.log_prob
         for sa, sb in zip(a.sources, b.sources, strict=True):
@@ -474,12 +474,12 @@ def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama
     assert occluded[1] == pytest.approx(alone[1], abs=1e-5)
     assert all(occluded[2][s] == pytest.approx(alone[2][s], abs=1e-5) for s in alone[2])
     # the budget: a second call's pass evicts the first when both do not fit, and one too big is not kept
-    kept = next(iter(sc._forwards.values()))
+    kept = next(iter(sc.graphs.entries.values()))
     sc.graph_bytes = kept.nbytes + 1
     other = tr.calls()[0]
     sc.attribute_node(tr, other, keep=True)
-    assert len(sc._forwards) == 1 and not kept.kept
-    assert sum(f.nbytes for f in sc._forwards.values()) <= sc.graph_bytes
+    assert len(sc.graphs) == 1 and not kept.kept
+    assert sum(f.nbytes for f in sc.graphs.entries.values()) <= sc.graph_bytes
     # and an evicted pass is freed: its graph holds no reference cycle that would keep it alive
     import gc
     import weakref
@@ -491,7 +491,7 @@ def test_a_kept_forward_pass_serves_every_objective_and_the_occlusion(tiny_llama
     sc.clear_cache()
     sc.graph_bytes = 1
     sc.attribute_node(tr, node, keep=True)
-    assert not sc._forwards
+    assert not len(sc.graphs)
 
 
 def test_attribution_modules_import_no_private_name_and_contrast_does_not_import_the_scorer():

@@ -47,8 +47,8 @@ def test_cached_equals_naive_on_a_long_prompt(smol):
     node = tr.calls()[-1]
     r = render_call(naive.tokenizer, node)
     assert len(r.input_ids) > 700 and r.text.startswith("<|im_start|>system\nYou answer customers.\nRule 0")
-    gn, _, _, lpn, _ = naive._gradients(r)
-    gc, _, start, lpc, _ = cached._gradients(r)
+    gn, _, _, lpn, _ = naive.gradients(r)
+    gc, _, start, lpc, _ = cached.gradients(r)
     assert start > 600  # the policy is in the cached prefix: gradients are paid for the rest only
     assert abs(lpn - lpc) <= 1e-4 * abs(lpn)
     gn = gn[start:]  # (T - start, H)

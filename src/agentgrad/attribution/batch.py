@@ -12,7 +12,7 @@ from agentgrad.models.kvcache import cache_kwarg, expand_cache
 
 
 class BatchMixin:
-    """:meth:`attribute_batch` and :meth:`_batch_gradients` of :class:`~agentgrad.attribution.scorer.Scorer`."""
+    """:meth:`attribute_batch` and :meth:`batch_gradients` of :class:`~agentgrad.attribution.scorer.Scorer`."""
 
     model: Any
     tokenizer: Any
@@ -40,7 +40,7 @@ class BatchMixin:
             r, _, _, _, first = job
             start = min(r.variable_start, first if first is not None else r.variable_start)
             if self.mode != "cached" or start == 0 or batch_tokens <= 0:
-                out[i] = self._finish(trace, node, job, *self._gradients(r, None, first))
+                out[i] = self._finish(trace, node, job, *self.gradients(r, None, first))
                 continue
             groups.setdefault(tuple(r.input_ids[:start]), []).append((i, job, start))
         for members in groups.values():
@@ -52,19 +52,19 @@ class BatchMixin:
                 batches[-1].append(m)
             for batch in batches:
                 t0 = time.time()
-                grads = self._batch_gradients([(job[0], start) for _, job, start in batch])
+                grads = self.batch_gradients([(job[0], start) for _, job, start in batch])
                 share = (time.time() - t0) / len(batch)
                 for (i, job, _), g in zip(batch, grads):
                     out[i] = self._finish(items[i][0], items[i][1], job, *g, seconds=share)
         return out  # type: ignore[return-value]
 
-    def _batch_gradients(self, calls: list[tuple[RenderedCall, int]]) -> list[tuple[Any, Any, int, float, bool]]:
-        """:meth:`_gradients` of calls sharing the prefix ``input_ids[:start]``, in one pass."""
+    def batch_gradients(self, calls: list[tuple[RenderedCall, int]]) -> list[tuple[Any, Any, int, float, bool]]:
+        """:meth:`gradients` of calls sharing the prefix ``input_ids[:start]``, in one pass."""
         import torch
 
         if len(calls) == 1:
             r, start = calls[0]
-            return [self._gradients(r, None, start)]
+            return [self.gradients(r, None, start)]
         start = calls[0][1]
         B = len(calls)
         ids0 = torch.tensor(calls[0][0].input_ids, device=self.device)

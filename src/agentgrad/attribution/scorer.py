@@ -25,22 +25,21 @@ this module: ``records``, ``batch``, ``occlusion``, ``forward`` (a kept pass); t
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from typing import Any, Callable, Literal
 
+from agentgrad.attribution import gbc
 from agentgrad.attribution.batch import BatchMixin
 from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
-from agentgrad.attribution.forward import ForwardPass
+from agentgrad.attribution.forward import ForwardCache, ForwardPass
 from agentgrad.attribution.graph import AttributionGraph
 from agentgrad.attribution.occlusion import OcclusionMixin
 from agentgrad.attribution.protocol import CAPABILITIES
 from agentgrad.attribution.records import NodeAttribution, PreparedCall, SourceAttribution, build_graph, token_runs
 from agentgrad.attribution.render import RenderedCall, render_call
-from agentgrad.attribution.weights import connection_weights
 from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
-from agentgrad.models.kvcache import PrefixCache, cache_kwarg, layers_kv, output_cache, plain_kv_cache
+from agentgrad.models.kvcache import PrefixCache, layers_kv, output_cache, plain_kv_cache
 
 
 class Scorer(BatchMixin, OcclusionMixin):
@@ -116,12 +115,9 @@ class Scorer(BatchMixin, OcclusionMixin):
         self.prompt_weights = prompt_weights
         self.batch_tokens = batch_tokens
         self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
-        self.graph_bytes = graph_bytes
-        self.merge_prefix_tokens = 64  # on a CPU, a prefix not cached yet of at most this many tokens runs in the call's pass
         self._plain_kv = plain_kv_cache(model)
-        self._weight_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self._forwards: OrderedDict[tuple, ForwardPass] = OrderedDict()  # (input ids, output range, start) -> pass
-        self.forward_stats = {"kept": 0, "reused": 0, "occlusion_reused": 0, "occlusion_reused_seconds": 0.0}
+        self.graphs = ForwardCache(graph_bytes, model.parameters())  # (input ids, output range, start) -> kept pass
+        self.forward_stats = self.graphs.stats
 
     @classmethod
     def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
@@ -140,6 +136,8 @@ class Scorer(BatchMixin, OcclusionMixin):
     # the prefix cache's bounds (entries, bytes), read and set through the scorer
     cache_size = property(lambda self: self.prefixes.max_entries, lambda self, n: setattr(self.prefixes, "max_entries", n))
     cache_bytes = property(lambda self: self.prefixes.max_bytes, lambda self, n: setattr(self.prefixes, "max_bytes", n))
+    # the kept forward passes' bound
+    graph_bytes = property(lambda self: self.graphs.max_bytes, lambda self, n: setattr(self.graphs, "max_bytes", n))
 
     # --- one call -------------------------------------------------------------------------
     def attribute_node(self, trace: Trace, node: Node, target_chars: list[tuple[int, int]] | None = None,
@@ -204,11 +202,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         time spent on it before, added to the record's)."""
         t0 = time.time()
         r, base, _, prompt_pos, _ = job
-        # grads, embeds: (T - start, H) for positions start .. T-1. The reductions over the hidden
-        # dimension run in float64: g . e sums terms that largely cancel.
-        g64 = grads.double()
-        l1 = g64.abs().sum(-1)  # (T - start,)
-        gxi = (g64 * embeds.double()).sum(-1)  # (T - start,)
+        l1, gxi = gbc.token_scores((grads, embeds))  # (T - start,) each: grads, embeds (T - start, H) from start on
         sources = [self._source(trace, src, ranges, ranges, l1, gxi, start, r.token_chars(node, src))
                    for src, ranges in r.source_ranges.items()]
         prompt = None
@@ -216,7 +210,7 @@ class Scorer(BatchMixin, OcclusionMixin):
             pos = sorted(prompt_pos)
             l1v, gxv = [float(l1[t - start]) for t in pos], [float(gxi[t - start]) for t in pos]
             prompt = SourceAttribution(source=node.id, kind="prompt", name=node.name, token_ranges=token_runs(pos),
-                                       weights=connection_weights(l1v, gxv), positions=pos, l1=l1v, gxi=gxv,
+                                       weights=gbc.connection_weights(l1v, gxv), positions=pos, l1=l1v, gxi=gxv,
                                        chars=[prompt_pos[t] for t in pos])
         return NodeAttribution(
             sources=sources,
@@ -236,106 +230,61 @@ class Scorer(BatchMixin, OcclusionMixin):
         node = trace.nodes[src]
         return SourceAttribution(
             source=src, kind=node.kind, name=node.name, token_ranges=list(ranges),
-            weights=connection_weights(l1v, gxv), positions=positions, l1=l1v, gxi=gxv,
+            weights=gbc.connection_weights(l1v, gxv), positions=positions, l1=l1v, gxi=gxv,
             chars=[(chars or {}).get(t) for t in positions] if l1 is not None else [],
         )
 
-    def _gradients(self, r: RenderedCall, targets: list[int] | None = None,
-                   first: int | None = None) -> tuple[Any, Any, int, float, bool]:
-        """Gradients at positions ``start`` .. T-1: from the first span (or ``first``, when earlier)."""
+    def gradients(self, r: RenderedCall, targets: list[int] | None = None,
+                  first: int | None = None) -> tuple[Any, Any, int, float, bool]:
+        """One rendered call's gradients at positions ``start`` .. T-1 (from the first span, or ``first``
+        when earlier): ``(grads (T - start, H), embeddings (T - start, H), start, log p, prefix cache
+        hit)``; ``targets``: the output tokens of a loss-targeted objective (default: all of them)."""
         return self._backward(r, self._forward(r, first)[0], targets)
 
+    def _start(self, r: RenderedCall, first: int | None = None) -> int:
+        """The first position differentiated: the first span's (or ``first``, when earlier); 0 in naive mode."""
+        return min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
+
     def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False) -> tuple[ForwardPass, bool]:
-        """The call's forward pass with gradients from its first span (or ``first``, when earlier) on,
-        and whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept (LRU)
-        with its graph."""
+        """The call's forward pass with gradients from :meth:`_start` on (:func:`gbc.forward`), and
+        whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept with its graph."""
         import torch
 
-        start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
+        start = self._start(r, first)
         key = (tuple(r.input_ids), r.output_range, start)
-        if key in self._forwards:
-            self._forwards.move_to_end(key)
-            self.forward_stats["reused"] += 1
-            return self._forwards[key], True
+        kept = self.graphs.get(key)
+        if kept is not None:
+            return kept, True
         t0 = time.time()
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
-        o_s, o_e = r.output_range
-        n_out = o_e - o_s
-        emb = self.model.get_input_embeddings()
-        hit = False
-        past = None
-        # a prefix not cached yet runs in this pass (without gradients) and its cache is kept from
-        # it: one forward call, not two (a call costs ~0.1 s of overhead on a CPU, whatever its length)
-        # (on a GPU, or for a long prefix, the backward pass over the prefix would cost more)
-        merged = keep and 0 < start <= self.merge_prefix_tokens and self.device.type == "cpu" and self._plain_kv \
-            and tuple(r.input_ids[:start]) not in self.prefixes
-        if start > 0 and not merged:
-            past, hit = self.prefix_cache(ids[:start])
-        with torch.no_grad():
-            e_all = emb(ids[0 if merged else start:][None])  # (1, T or T - start, H)
-        e = e_all[:, start:].clone() if merged else e_all  # (1, T - start, H)
-        leaf = e.detach().clone().requires_grad_(True)  # (1, T - start, H)
-        saved: dict[int, int] = {}  # storage -> bytes the graph keeps for the backward pass (not weights)
-
-        def pack(t: Any) -> Any:
-            st = t.untyped_storage()
-            if st.data_ptr() not in self._weight_storages:
-                saved[st.data_ptr()] = st.nbytes()
-            # detached: an op's own output saved as itself would make a reference cycle through its
-            # grad_fn, which a kept (retained) graph never breaks, so an evicted pass would never be freed
-            return t.detach()
-
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            out = self.model(
-                inputs_embeds=torch.cat([e_all[:, :start], leaf], 1) if merged else leaf,
-                **({cache_kwarg(self.model): past} if past is not None else {}),
-                use_cache=past is not None or keep or merged,
-                logits_to_keep=n_out + 1,  # positions o_s - 1 .. o_e - 1; the last predicts nothing
-            )
-            logits = out.logits[0, :-1].float()  # (n_out, V): predictions of tokens o_s .. o_e - 1
-            token_lp = logits.log_softmax(-1).gather(-1, ids[o_s:o_e][:, None])[:, 0]  # (n_out,)
-        cache = output_cache(out) if keep or merged else None
-        if merged:  # the prefix ran in this pass: kept as a miss would have kept it (detached, copied)
-            self.prefixes.stats["misses"] += 1
-            self.prefixes.add(r.input_ids[:start], [(k[:, :, :start].detach(), v[:, :, :start].detach())
-                                                    for k, v in layers_kv(cache)])
-        kv = [(k.detach(), v.detach()) for k, v in layers_kv(cache)] \
-            if keep and self._plain_kv and cache is not None else []
-        for pair in kv:
-            for t in pair:
-                saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        nbytes = sum(saved.values())
-        fw = ForwardPass(leaf, e, token_lp, start, hit, kv, time.time() - t0, nbytes)
-        if keep and 0 < nbytes <= self.graph_bytes:
-            fw.kept = True
-            self._forwards[key] = fw
-            self.forward_stats["kept"] += 1
-            while sum(f.nbytes for f in self._forwards.values()) > self.graph_bytes:
-                self._forwards.popitem(last=False)[1].kept = False
+        # a short prefix not cached yet runs in this pass (no gradient reaches it) and is kept from it
+        in_pass = keep and self._plain_kv and self.prefixes.runs_in_pass(r.input_ids[:start], self.device)
+        past, hit = self.prefix_cache(ids[:start]) if start > 0 and not in_pass else (None, False)
+        with self.graphs.measure() as saved:
+            p = gbc.forward(self.model, ids, r.output_range, start, past, use_cache=past is not None or keep or in_pass)
+        cache = output_cache(p.out) if keep or in_pass else None
+        if in_pass:
+            self.prefixes.keep_from_pass(r.input_ids[:start], cache)
+        kv = [(k.detach(), v.detach()) for k, v in layers_kv(cache)] if keep and self._plain_kv and cache is not None else []
+        for t in (t for pair in kv for t in pair):
+            saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        fw = ForwardPass(p.leaf, p.embeds, p.token_lp, start, hit, kv, time.time() - t0, sum(saved.values()))
+        if keep:
+            self.graphs.add(key, fw)
         return fw, False
 
     def _backward(self, r: RenderedCall, fw: ForwardPass, targets: list[int] | None = None
                   ) -> tuple[Any, Any, int, float, bool]:
-        """The gradient of the objective (every output token, or ``targets``) over a forward pass:
-        ``(grads (T - start, H), embeddings (T - start, H), start, log p, prefix cache hit)``."""
-        import torch
-
+        """The gradient of the objective (every output token, or ``targets``) over a forward pass
+        (:func:`gbc.backward`): ``(grads (T - start, H), embeddings (T - start, H), start, log p, prefix
+        cache hit)``."""
         o_s = r.output_range[0]
-        with torch.enable_grad():
-            token_lp = fw.token_lp
-            if targets is not None:  # loss-targeted: only the output tokens the loss points at
-                token_lp = token_lp[torch.tensor([t - o_s for t in targets], device=token_lp.device)]  # (n_t,)
-            log_prob = token_lp.sum()  # ()
-            (grad,) = torch.autograd.grad(log_prob, fw.leaf, retain_graph=fw.kept)  # (1, T - start, H)
-        return grad[0], fw.embeds[0], fw.start, log_prob.item(), fw.hit
+        grad, log_prob = gbc.backward(fw, [t - o_s for t in targets] if targets is not None else None, fw.kept)
+        return grad, fw.embeds[0], fw.start, log_prob, fw.hit
 
     def kept_forward(self, r: RenderedCall) -> ForwardPass | None:
         """A kept forward pass of exactly this call (any start), if there is one."""
-        ids = tuple(r.input_ids)
-        for key in reversed(self._forwards):
-            if key[0] == ids and key[1] == r.output_range:
-                return self._forwards[key]
-        return None
+        return self.graphs.find(tuple(r.input_ids), r.output_range)
 
     def prefix_cache(self, prefix: Any) -> tuple[Any, bool]:
         """The no-grad key/value cache of ``prefix`` ((P,) token ids), re-wrapped for one use so that
@@ -364,9 +313,7 @@ class Scorer(BatchMixin, OcclusionMixin):
     def clear_cache(self) -> None:
         """Forget the kept prefix caches and forward passes."""
         self.prefixes.clear()
-        for fw in self._forwards.values():
-            fw.kept = False
-        self._forwards.clear()
+        self.graphs.clear()
 
     # --- a whole trace --------------------------------------------------------------------
     def attribute(

@@ -96,6 +96,10 @@ class PrefixCache:
         self.bytes = 0  # what the entries hold together
         self.stats = {"hits": 0, "misses": 0}
         self.reused_tokens = 0
+        # on a CPU a prefix not kept yet of at most this many tokens runs in the call's own pass
+        # (:meth:`runs_in_pass`): one forward call, not two (each costs ~0.1 s of overhead on a CPU,
+        # whatever its length); on a GPU, or for a long prefix, the backward over it would cost more
+        self.merge_tokens = 64
 
     def __contains__(self, key: tuple[int, ...]) -> bool:
         return key in self.entries
@@ -132,6 +136,18 @@ class PrefixCache:
         cache = output_cache(out)
         self.add(key, cache)
         return rewrap_cache(cache), False
+
+    def runs_in_pass(self, prefix: list[int], device: Any) -> bool:
+        """Whether ``prefix``, not kept yet, should run in the call's own pass (and be kept from it with
+        :meth:`keep_from_pass`) rather than alone first."""
+        return 0 < len(prefix) <= self.merge_tokens and device.type == "cpu" and tuple(prefix) not in self.entries
+
+    def keep_from_pass(self, prefix: list[int], cache: Any) -> None:
+        """Keep the first ``len(prefix)`` positions of a whole call's cache as ``prefix``'s (detached
+        copies), counted as the miss it is."""
+        n = len(prefix)
+        self.stats["misses"] += 1
+        self.add(prefix, [(k[:, :, :n].detach(), v[:, :, :n].detach()) for k, v in layers_kv(cache)])
 
     def longest(self, ids: list[int]) -> tuple[int, KV | None]:
         """The longest cached prefix of ``ids`` (at least ``min_tokens``, one token short of the
