@@ -44,7 +44,7 @@ def serve(
     srv = OpenAICompatServer(HFModel(path=str(model_dir)), fail_rate=fail_rate, port=port)
     console.print(f"serving {model_dir} at {srv.base_url} (Ctrl-C to stop)")
     try:
-        srv._httpd.serve_forever()
+        srv.serve_forever()
     except KeyboardInterrupt:
         srv.stop()
 

@@ -81,7 +81,8 @@ class System:
             return None
         return [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
-    def _select(self, example: dict[str, Any]) -> dict[str, Any]:
+    def select_inputs(self, example: dict[str, Any]) -> dict[str, Any]:
+        """The fields of ``example`` that ``forward`` takes (all of them when it takes ``**kwargs``)."""
         names = self.input_names()
         return dict(example) if names is None else {k: example[k] for k in names if k in example}
 
@@ -95,7 +96,7 @@ class System:
     def run(self, example: dict[str, Any], id: str = "") -> Episode:
         """Run on one example in a new trace; string fields become input nodes."""
         with Trace(id=id) as trace:
-            inputs = {k: wrap_inputs(trace, v, k) for k, v in self._select(example).items()}
+            inputs = {k: wrap_inputs(trace, v, k) for k, v in self.select_inputs(example).items()}
             if type(self).forward is System.forward:
                 output = asyncio.run(self.aforward(**inputs))
             else:
@@ -104,6 +105,6 @@ class System:
 
     async def arun(self, example: dict[str, Any], id: str = "") -> Episode:
         with Trace(id=id) as trace:
-            inputs = {k: wrap_inputs(trace, v, k) for k, v in self._select(example).items()}
+            inputs = {k: wrap_inputs(trace, v, k) for k, v in self.select_inputs(example).items()}
             output = await self.aforward(**inputs)
         return Episode(output, trace)

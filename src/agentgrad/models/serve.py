@@ -83,6 +83,10 @@ class OpenAICompatServer:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
+    def serve_forever(self) -> None:
+        """Serve in this thread until :meth:`stop` (from another thread) or Ctrl-C."""
+        self._httpd.serve_forever()
+
     def start(self) -> "OpenAICompatServer":
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()

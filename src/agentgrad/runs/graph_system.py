@@ -108,7 +108,7 @@ class GraphSystem(System):
     def input_names(self) -> list[str]:
         return list(self.cfg.inputs)
 
-    def _select(self, example: dict[str, Any]) -> dict[str, Any]:
+    def select_inputs(self, example: dict[str, Any]) -> dict[str, Any]:
         missing = [k for k in self.cfg.inputs if k not in example]
         if missing:
             raise GraphError(f"the example has no field {missing[0]!r}, an input of system {self.name!r}")

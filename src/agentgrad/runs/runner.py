@@ -127,7 +127,7 @@ async def run_inputs(
             started = time.time()
             try:
                 with trace:
-                    inputs = {k: wrap_inputs(trace, v, k) for k, v in system._select(example).items()}
+                    inputs = {k: wrap_inputs(trace, v, k) for k, v in system.select_inputs(example).items()}
                     output = await system.aforward(**inputs)
                 trace.meta["output"] = str(output)
                 status, error = "input_done", None

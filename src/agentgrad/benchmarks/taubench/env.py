@@ -86,6 +86,10 @@ class RetailDatabase:
         self._gold: dict[str, str] = {}  # task's gold actions -> hash of the database they lead to
         self._gold_lock = threading.Lock()
 
+    def snapshot(self) -> str:
+        """The shared database's tables as one JSON text (keys sorted): two equal snapshots, no write."""
+        return json.dumps(self._db, sort_keys=True)
+
     def gold_hash(self, task: "RetailTask") -> str:
         """The hash of the database after the task's gold actions, computed once per distinct gold
         (every trial of a task compares with the same one)."""
