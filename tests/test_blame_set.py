@@ -142,17 +142,25 @@ def test_malformed_traces_are_skipped_by_id_and_the_rest_go_on(tmp_path, monkeyp
     src.write_text("\n".join(lines) + "\n")
     real = bs.blame_trace
 
-    def fails_on_t5(trace, *a, **k):
-        if trace.id == "t5":
-            raise ValueError("span 3 ends past its message")
+    def fails_on_t5_and_t6(trace, *a, **k):
+        if trace.id == "t5":  # the trace's own fault: the library says so with its own error
+            raise ConfigError("span 3 ends past its message")
+        if trace.id == "t6":  # a bug of the library's: not hidden among the malformed traces
+            raise TypeError("unsupported operand type(s) for +: 'int' and 'NoneType'")
         return real(trace, *a, **k)
 
-    monkeypatch.setattr(bs, "blame_trace", fails_on_t5)
-    res = bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "R")
+    monkeypatch.setattr(bs, "blame_trace", fails_on_t5_and_t6)
+    res = bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "R", debug=False)
     bad = {t.trace: t.reason for t in res.by_status("malformed")}
     assert set(bad) == {"chats.jsonl:3", "t5"} and "role 'robot'" in bad["chats.jsonl:3"]
     assert "span 3 ends past its message" in bad["t5"]
-    assert sorted(t.trace for t in res.by_status("blamed")) == ["t1", "t3", "t6", "t7"]
+    [bug] = res.by_status("error")
+    assert bug.trace == "t6" and "TypeError" in bug.reason and "--debug" in bug.reason
+    assert res.team.counts["error"] == 1 and res.team.counts["malformed"] == 2
+    assert sorted(t.trace for t in res.by_status("blamed")) == ["t1", "t3", "t7"]
+    # with debug the bug stops the set with its own traceback
+    with pytest.raises(TypeError, match="unsupported operand"):
+        bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "D", debug=True)
 
 
 def _span_lines(tmp_path, n: int):

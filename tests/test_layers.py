@@ -322,3 +322,97 @@ def test_no_module_imports_another_modules_private_names():
 def test_no_loose_modules_at_the_top_level():
     loose = sorted(p.stem for p in SRC.glob("*.py"))
     assert loose == ["__init__", "api", "errors", "extras"], loose
+
+
+# --- private attributes of other modules' objects, and broad excepts ----------------------------------
+BENCHMARKS = SRC.parent.parent / "benchmarks"
+# private names of other libraries' objects that agentgrad must reach (each with its reason)
+FOREIGN_PRIVATE = {
+    "_get_logits_processor": "transformers' GenerationMixin: the one way to build its logits processors for "
+                             "batched generation (models/batching.py)",
+}
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """Every name a module binds itself: functions, classes, attributes it assigns, variables, arguments."""
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store):
+            out.add(n.attr)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return out
+
+
+def private_attribute_reads(source: str, where: str) -> list[str]:
+    """``obj._name`` in ``source`` where ``_name`` is not bound by that module itself (not a dunder, not
+    read through ``self`` or ``cls``): another module's private method or attribute."""
+    tree = ast.parse(source)
+    own = defined_names(tree)
+    out = []
+    for n in ast.walk(tree):
+        if (isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+                and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+                and n.attr not in own and n.attr not in FOREIGN_PRIVATE):
+            out.append(f"{where}:{n.lineno} reads {ast.unparse(n)}")
+    return out
+
+
+def library_and_benchmark_files() -> list[Path]:
+    return sorted(SRC.rglob("*.py")) + sorted(BENCHMARKS.glob("*.py"))
+
+
+def test_the_private_attribute_check_sees_a_foreign_private_method_and_passes_an_own_one():
+    found = private_attribute_reads("def f(scorer):\n    return scorer._gradients(1)\n", "x.py")
+    assert found == ["x.py:2 reads scorer._gradients"]
+    own = "class A:\n    def _g(self):\n        return 1\ndef f(a):\n    return a._g()\n"
+    assert private_attribute_reads(own, "y.py") == []
+
+
+def test_no_module_or_benchmark_script_reads_another_modules_private_attributes():
+    assert BENCHMARKS.is_dir(), BENCHMARKS
+    bad = [w for p in library_and_benchmark_files() for w in private_attribute_reads(p.read_text(encoding="utf-8"), str(p))]
+    assert not bad, "private attributes read across modules (make them public or add a method):\n" + "\n".join(bad)
+
+
+# What may be called inside a ``try`` whose ``except`` catches KeyError, TypeError or IndexError: reading
+# and parsing stored or user data, whose malformed fields raise those. Around any other library call
+# such an except would turn agentgrad's own bugs into "malformed input".
+PARSING_CALLS = {
+    "Path", "read_text", "loads", "dumps", "from_dict", "format", "int", "str", "dict", "tuple", "get", "isinstance",
+    "split", "splitlines", "strip", "replace", "removeprefix", "startswith", "items", "append", "range",
+    "ValueError", "ToolCall", "UserRules", "checkpoint_state", "pending_count", "read_records", "from_saved",
+}
+BROAD = {"KeyError", "TypeError", "IndexError"}
+
+
+def broad_excepts_around_calls(source: str, where: str) -> list[str]:
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        if not isinstance(n, ast.Try):
+            continue
+        for h in n.handlers:
+            caught = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type] if h.type is not None else []
+            if not {ast.unparse(c).rpartition(".")[2] for c in caught} & BROAD:
+                continue
+            calls = {(c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "?"))
+                     for s in n.body for c in ast.walk(s) if isinstance(c, ast.Call)}
+            if calls - PARSING_CALLS:
+                out.append(f"{where}:{h.lineno} catches {ast.unparse(h.type)} around {sorted(calls - PARSING_CALLS)}")
+    return out
+
+
+def test_the_broad_except_check_sees_a_library_call_and_passes_a_parser():
+    bad = "try:\n    v = blame_trace(t)\nexcept (KeyError, ValueError):\n    pass\n"
+    assert broad_excepts_around_calls(bad, "x.py") == ["x.py:3 catches (KeyError, ValueError) around ['blame_trace']"]
+    ok = "try:\n    v = Verdict.from_dict(json.loads(line))\nexcept (KeyError, TypeError):\n    pass\n"
+    assert broad_excepts_around_calls(ok, "y.py") == []
+
+
+def test_no_except_catches_key_type_or_index_errors_around_library_calls():
+    bad = [w for p in library_and_benchmark_files() for w in broad_excepts_around_calls(p.read_text(encoding="utf-8"), str(p))]
+    assert not bad, "an except that would hide a bug as bad input (catch the library's own errors instead):\n" + "\n".join(bad)

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 
 from agentgrad.blame.confidence import Confidence, confidence
 
-STATUSES = ("blamed", "succeeded", "malformed", "unblamed")
+STATUSES = ("blamed", "succeeded", "malformed", "unblamed", "error")  # error: a bug of agentgrad's on that trace
 NOBODY = "(nothing)"  # the share of failures for which a method named no node at all
 
 
@@ -288,9 +288,9 @@ def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = Non
         top: the most common trajectories kept.
     """
     traces = list(traces)
-    counts = {s: 0 for s in STATUSES}
+    counts = {s: 0 for s in STATUSES if s != "error"}  # error: counted only where there is one
     for t in traces:
-        counts[t.status] += 1
+        counts[t.status] = counts.get(t.status, 0) + 1
     blamed = [t for t in traces if t.status == "blamed"]
     names = methods or list(dict.fromkeys(m for t in blamed for m in t.methods))
     per: dict[str, MethodTeam] = {}

@@ -136,6 +136,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     configure_process()  # waiting OpenMP threads sleep: a run beside another job does not spin against it
     words = list(itertools.takewhile(lambda a: a.startswith("-"), args))  # the options before the command
     debug = "--debug" in words or os.environ.get("AGENTGRAD_DEBUG") == "1"
+    before = os.environ.get("AGENTGRAD_DEBUG")
+    if debug:  # what the library reads where a bug would otherwise be recorded and passed over (blame_set)
+        os.environ["AGENTGRAD_DEBUG"] = "1"
     if not debug:  # a library's deprecation notice is for us, not for the user reading the one line
         for category in (FutureWarning, DeprecationWarning):
             warnings.filterwarnings("ignore", category=category)
@@ -168,6 +171,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         err_console.print(_interrupted(root, args) if isinstance(e.__cause__, KeyboardInterrupt) else "aborted",
                           highlight=False, markup=False, soft_wrap=True)
         return 130
+    finally:  # this call's --debug does not outlive it (main is also called in-process)
+        if before is None:
+            os.environ.pop("AGENTGRAD_DEBUG", None)
+        else:
+            os.environ["AGENTGRAD_DEBUG"] = before
     if rc == 130:  # Ctrl-C: typer turns it into a silent exit 130 (no command of ours exits 130 itself)
         err_console.print(_interrupted(root, args), highlight=False, markup=False, soft_wrap=True)
     return int(rc) if isinstance(rc, int) else 0

@@ -120,6 +120,7 @@ def run_set(source: Path, losses: Any, expected: Any, loss: str | None, wrong: s
     c = res.team.counts
     con.print(f"{len(res.traces)} trace(s) from {source}: {c['blamed']} blamed, {c['succeeded']} succeeded, "
               f"{c['malformed']} malformed, {c['unblamed']} without a loss"
+              + (f", {c['error']} failed on a bug of agentgrad's (--debug: its traceback)" if c.get("error") else "")
               + (f" ({res.resumed} finished before, not redone)" if res.resumed else ""),
               markup=False, highlight=False, soft_wrap=True)
     if c["blamed"]:

@@ -17,6 +17,7 @@ each verdict naming its line's byte offset), which the report shows.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -214,8 +215,8 @@ def _settings(files: RunFiles, settings: dict[str, Any], resume: bool) -> None:
 def blame_set(source: str | Path, losses: Any = None, expected: Any = None, methods: list[str] | None = None,
               scorer: Any = None, out: str | Path | None = None, resume: bool = False, *, loss: str | None = None,
               wrong: str | None = None, seed: int = 0, top_k: int = 1, judge: Any = None, overwrite: bool = False,
-              resamples: int = 2000, progress: Callable[[TraceVerdict, dict[str, int]], None] | None = None
-              ) -> BlameSet:
+              resamples: int = 2000, progress: Callable[[TraceVerdict, dict[str, int]], None] | None = None,
+              debug: bool | None = None) -> BlameSet:
     """Blame every trace of ``source`` and give the team-level verdict.
 
     Args:
@@ -232,6 +233,10 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             with no files, the loss of every trace.
         overwrite: write into a non-empty ``out`` (its earlier verdicts are dropped).
         progress: called after each trace with its verdict and the counts so far.
+        debug: a bug of agentgrad's (an error that is not an :class:`AgentgradError`) stops the set
+            with its traceback; else that trace is recorded with status ``error`` (counted apart from
+            malformed traces) and the set goes on. Default: ``AGENTGRAD_DEBUG=1`` in the environment
+            (the CLI's ``--debug`` sets it).
 
     Returns:
         a :class:`BlameSet`: ``.traces`` (the per-trace verdicts) and ``.team`` (the team verdict).
@@ -270,7 +275,8 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
         _settings(files, {"source": str(src), "methods": names, "seed": seed, "top_k": top_k,
                           "loss": loss, "wrong": wrong, "books": [b.source for b in books]}, resume)
     verdicts: list[TraceVerdict] = []
-    counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "resumed": 0}
+    counts = {"blamed": 0, "succeeded": 0, "malformed": 0, "unblamed": 0, "error": 0, "resumed": 0}
+    debug = os.environ.get("AGENTGRAD_DEBUG") == "1" if debug is None else debug
     for key, trace, where, broken in read_set(files_in, first):
         if key in done:
             verdicts.append(done[key])
@@ -278,7 +284,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             for b in books if trace is not None else []:
                 b.find(trace, key)  # its entry is used: not reported as naming no trace of the set
             continue
-        v = _blame_one(key, trace, where, broken, books, loss, wrong, names, sc, seed, top_k, judge)
+        v = _blame_one(key, trace, where, broken, books, loss, wrong, names, sc, seed, top_k, judge, debug)
         if files is not None and v.status == "blamed" and trace is not None:
             v.file, v.offset = TRACES, _append(files.path(TRACES), json.dumps(trace.to_dict(), ensure_ascii=False))
         if files is not None:
@@ -297,8 +303,10 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
 
 
 def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: list[LossBook], loss: str | None,
-               wrong: str | None, names: list[str], sc: Any, seed: int, top_k: int, judge: Any) -> TraceVerdict:
-    """One trace's verdict; an error that is the trace's own makes it ``malformed``, never a stop."""
+               wrong: str | None, names: list[str], sc: Any, seed: int, top_k: int, judge: Any,
+               debug: bool = False) -> TraceVerdict:
+    """One trace's verdict; an error that is the trace's own (an :class:`AgentgradError`) makes it
+    ``malformed``, any other (a bug) ``error``, or with ``debug`` stops the set with its traceback."""
     t0 = time.time()
     if trace is None:
         return TraceVerdict(key, "malformed", reason=broken, source=where)
@@ -317,8 +325,13 @@ def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: li
             v.wrong, v.note = None, (f"the wrong text {plan.wrong[:80]!r} is not in its final output: blamed on "
                                      f"the whole answer")
         tb = blame_trace(trace, vl, names, sc, seed, top_k, judge)
-    except (AgentgradError, ValueError, KeyError, IndexError, TypeError) as e:
+    except AgentgradError as e:
         return TraceVerdict(key, "malformed", reason=f"cannot be blamed: {e}", source=where, loss=plan.loss)
+    except Exception as e:  # a bug of agentgrad's, not the trace's: counted apart, never hidden as malformed
+        if debug:
+            raise
+        return TraceVerdict(key, "error", reason=f"agentgrad failed on it ({type(e).__name__}: {e}); this is a bug: "
+                            f"rerun with --debug for the traceback", source=where, loss=plan.loss)
     v.methods = method_verdicts(tb)
     c = trace_confidence(v.methods)
     v.confidence = {k: x for k, x in c.to_dict().items() if k != "measured"} if c.value is not None else None
