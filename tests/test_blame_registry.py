@@ -173,3 +173,28 @@ def test_the_loops_default_blames_the_planted_agent(tiny_llama, tmp_path, method
         assert t[0] == att["blame"]["blamed"][0]["node"] and t[-1] == att["loss"]["targets"][0]
     else:  # the paper's rule (the old default) blames every agent on the path, tied
         assert sum(len(a) for a in blamed.values()) > len(blamed)
+
+
+def test_the_registry_is_one_table_and_the_help_the_error_and_the_docs_are_made_from_it():
+    """FAMILIES is the registry: every name comes from one row; docs/blame.md's table is the table's
+    rendering, `bench blame --help` names every family's pattern, and an unknown walk rule is an error."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from agentgrad.blame.methods import FAMILIES, list_blame_methods, registry_markdown
+    from agentgrad.blame.walk import walk
+    from agentgrad.cli import app
+
+    names = [n for f in FAMILIES for n, _ in f.names()]
+    assert names == list_blame_methods() and len(names) == len(set(names)) == 186
+    page = (Path(__file__).parents[1] / "docs" / "blame.md").read_text(encoding="utf-8")
+    block = page.split("<!-- registry: made from FAMILIES -->\n", 1)[1].split("\n<!-- /registry -->", 1)[0]
+    assert block == registry_markdown(), "docs/blame.md's registry table is stale: paste registry_markdown()"
+    res = CliRunner().invoke(app, ["bench", "blame", "--help"], env={"COLUMNS": "400"})
+    text = " ".join(res.output.replace("│", " ").split())
+    assert "provenance[:VARIANT] (VARIANT: earliest, key, key:root)" in text  # one head, four families
+    for f in FAMILIES:
+        assert f.pattern in text or f.pattern.startswith("provenance"), f.pattern
+    with pytest.raises(RegistryError, match="unknown walk rule 'cary'; valid: earliest, path"):
+        walk(None, "max_l1", "cary", "whole")

@@ -268,7 +268,7 @@ def test_origin_stops_where_the_followed_text_was_invented(tiny_llama):
     from transformers import AutoTokenizer
 
     from agentgrad.attribution.render import render_call
-    from agentgrad.blame.rules import WALK_RULES
+    from agentgrad.blame.walk import WALK_RULES
     from agentgrad.blame.walk import SUPPORTED
 
     INVENTED = WALK_RULES["origin"].params["invented"]

@@ -1,45 +1,20 @@
-"""The blame registry: every blame method of the package under one name scheme.
+"""The blame registry: every blame method of the package, written out once as a table of families.
 
 A blame method is ``(BlameContext) -> ranking``: a list of :class:`~agentgrad.blame.context.Blame`
-(agent, node, score), best first. The optimisation loop, ``agentgrad attribute``, the planted-fault
-and Who&When benchmarks, and the GEPA and DSPy selectors all take these names (``docs/blame.md``).
+(agent, node, score), best first. The optimisation loop, ``agentgrad blame``, ``agentgrad attribute``,
+the planted-fault, Who&When and AgentRx benchmarks, and the GEPA and DSPy selectors all take these names.
 
-- ``gbc:W:OBJ:RULE``: the backward walk (:mod:`agentgrad.blame.walk`) on GBC weight ``W``
-  (``mean_l1``, ``max_l1``, ``mean_gxi``, ``max_gxi``), objective ``OBJ`` (``whole``, ``targeted``;
-  failure-conditioned: ``contrast``, the output against the loss's expected answer, and ``judged``,
-  the scorer's judgment of the call given the loss: :meth:`~agentgrad.blame.context.BlameContext.attribute`)
-  and rule ``RULE`` (``earliest``, ``path``, ``maxw``, ``direct``, ``stop``, ``carry``, ``follow``, ``origin``, ``blend``);
-- ``gbc:W:OBJ:top2``: the walk keeping the two heaviest edges of every call, with the ``stop`` test
-  along each path (:func:`~agentgrad.blame.walk.walk_topk`);
-- ``occlusion:OBJ:RULE`` (``maxw``, ``stop``, ``carry``): the same walk with edge weights from
-  counterfactual occlusion (the drop in log p of the output when the source's tokens are replaced by
-  a filler; forward passes only), the content test checking that the source contains the wrong text;
-- ``temporal``: temporal credit, each step scored by how surprising the loss-relevant content is
-  there given the step's inputs (:func:`temporal`; forward passes only);
-- ``replay``: counterfactual replay, for runs with a checkable outcome (:func:`replay`): every
-  upstream call sampled afresh and what follows generated again; the call whose replays most often
-  turn the final answer right is blamed (many generations; no scorer);
-- ``judge:PROTOCOL``: an LLM judge (:mod:`agentgrad.blame.judge`): ``all_at_once``,
-  ``step_by_step``, ``binary_search``, ``hybrid``;
-- ``provenance``: string provenance, no model at all (:mod:`agentgrad.blame.provenance`): from the loss target,
-  follow the sources whose text contains the wrong string (the latest holder first;
-  ``provenance:earliest``: the earliest); blame where none does. The baseline every
-  blame figure stands beside: a method that does not beat it has found nothing the text did not say;
-  ``provenance:key`` (:func:`~agentgrad.blame.provenance.key_provenance`) follows the *key* of the wrong value's ``key: value``
-  line instead of its text, and blames where that key's value first changed: what a string method
-  can do on a log of ``key: value`` lines even where the value was rewritten; ``provenance:key:root``
-  also counts the call that first states the key (none of its sources does) as a change;
-- controls: ``random`` (a uniform upstream call or tool), ``all`` (every upstream call and tool,
-  tied; it walks every edge), ``last`` (where the loss is attached);
-- trivial priors (:mod:`agentgrad.blame.priors`): ``first`` (the first step), ``most_active`` (the
-  agent with most steps, at its first), ``position:F`` (the step at fraction F of the log; F in
-  0, 0.25, 0.5, 0.75, 1, fixed in advance).
+:data:`FAMILIES` is the registry: one :class:`Family` a row, with its name pattern, its parts and
+their values (a name is the pattern with one value of each part, in the order the parts list them),
+the function, what it needs (a scorer, a judge, replayable runs, or nothing), which names read facts,
+and where a tuned parameter was chosen. The name grammar (:func:`registry_summary`), the CLI's
+``--methods`` help (:func:`registry_grammar`), an unknown name's error and docs/blame.md's table
+(:func:`registry_markdown`, checked by a test) are all made from it.
 
-Fact readers: the methods that follow the wrong text (the walks' ``stop``, ``carry``, ``follow``,
-``origin``, ``blend``, ``top2``; ``provenance:key``) read what a fact is in the agents' text with a
+Fact readers: the methods that follow the wrong text read what a fact is in the agents' text with a
 fact reader (:mod:`agentgrad.blame.facts`: ``lines``, ``prose``, ``json``), detected from the trace,
 or chosen by the name: ``NAME@READER`` (``gbc:max_l1:targeted:blend@prose``); :func:`fact_reader`
-says which, and the outcome names it.
+says which, and the verdict names it. ``agent:NAME`` blames a fixed agent (a benchmark's oracle).
 
 Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1``, ``mean_gxi`` and
 ``max_gxi`` are ``gbc:W:whole:path`` (the paper's top-k path rule on the whole output).
@@ -48,89 +23,24 @@ Aliases (the names of the first releases, still accepted): ``mean_l1``, ``max_l1
 from __future__ import annotations
 
 import difflib
-import math
+import itertools
 import random
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Mapping
 
 from agentgrad.attribution.weights import WEIGHT_NAMES
 from agentgrad.blame.context import Blame, BlameContext
-from agentgrad.blame.facts import detect_reader, get_reader, occurrences
-from agentgrad.blame.follow import SUPPORTED
+from agentgrad.blame.facts import detect_reader, get_reader
 from agentgrad.blame.judge import PROTOCOLS, judge_blame
-from agentgrad.blame.priors import prior_methods
+from agentgrad.blame.priors import POSITIONS, first, most_active, position, position_name
 from agentgrad.blame.provenance import key_provenance, provenance
-from agentgrad.blame.rules import WALK_RULES
-from agentgrad.blame.walk import OBJECTIVES, RULES, walk, walk_topk
+from agentgrad.blame.temporal import replay, temporal
+from agentgrad.blame.walk import OBJECTIVES, RULES, WALK_RULES, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:blend"  # at or above carry on every planted family, both report seeds (docs/blame.md)
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
-
-
-def temporal(ctx: BlameContext) -> list[Blame]:
-    """Temporal credit: score each step by how much the loss-relevant content changes there.
-
-    The loss-relevant content is the text the loss names as wrong (its span in the failing
-    output). For every upstream call whose output contains it, the step's score is the surprisal
-    of that content given the step's own inputs (the largest, over its occurrences, of the mean
-    -log p of its tokens: one forward pass per call): a step that copies the content from a
-    source scores low, the step that introduced it scores high. The highest-scoring step is
-    blamed; when no call finds the content surprising (every token more likely than 1/2), it came
-    in from outside the modelled calls, and the earliest tool or input result holding it is blamed.
-    Without a loss span, the failing call is blamed.
-    """
-    wrong = ctx.wrong_text()
-    if wrong is None:
-        return [ctx.blame(ctx.target, 1.0)]
-    scores: dict[int, float] = {}
-    holders = []
-    for n in ctx.upstream():
-        node = ctx.trace.nodes[n]
-        spans = occurrences(node.text, wrong)
-        if not spans:
-            continue
-        holders.append(n)
-        if node.kind != "call":
-            continue
-        scored = ctx.output_logprobs(n)
-        if scored is None:
-            continue
-        r, lps = scored
-        o_s = r.output_range[0]
-        worst = 0.0
-        for a, b in spans:
-            toks = r.output_tokens_for([(a, b)])
-            if toks:
-                worst = max(worst, -sum(lps[t - o_s] for t in toks) / len(toks))
-        scores[n] = worst
-    ranked = sorted(scores, key=lambda n: -scores[n])
-    if ranked and scores[ranked[0]] > SUPPORTED:
-        return [ctx.blame(n, scores[n]) for n in ranked]
-    outside = [n for n in holders if ctx.trace.nodes[n].kind != "call"]
-    if outside:
-        return [ctx.blame(outside[0], float("inf"))] + [ctx.blame(n, scores[n]) for n in ranked]
-    return [ctx.blame(n, scores[n]) for n in ranked] or [ctx.blame(ctx.target, 1.0)]
-
-
-def replay(ctx: BlameContext) -> list[Blame]:
-    """Counterfactual replay: blame the call whose fresh samples most often make the run right.
-
-    For every upstream call (the loss target included), ``ctx.replays`` runs in which that call's
-    output is sampled afresh and every later call that reads it is generated again
-    (:meth:`BlameContext.replay`); a call scores the share of its replays whose final answer is
-    right. Calls are ranked by that share, and among equal shares the later call first: replaying a
-    call generates every call after it again, the faulty one included, so a call that ties with its
-    successor is not where the fault entered. When no replay turns the answer right every call
-    scores 0. The strongest black-box rival of gradient blame, at the price of
-    ``replays x (1 + calls downstream)`` generations per call.
-    """
-    calls = [n for n in ctx.upstream() if ctx.trace.nodes[n].kind == "call"]
-    share = {n: sum(ctx.replay(n, i) for i in range(ctx.replays)) / ctx.replays for n in calls}
-    if not any(share.values()):  # no replay helped: nothing is named, every call ties
-        return [ctx.blame(n, 0.0) for n in calls]
-    ranked = sorted(calls, key=lambda n: (-share[n], -n))
-    # a strict order (scores fall by a hair with rank), so that the later of two equal shares is the top-1
-    return [ctx.blame(n, share[n] - 1e-9 * i) for i, n in enumerate(ranked)]
 
 
 def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
@@ -150,19 +60,6 @@ def judged(ctx: BlameContext, protocol: str) -> list[Blame]:
     return out
 
 
-MethodFn = Callable[[BlameContext], list[Blame]]
-_METHODS: dict[str, MethodFn] = {}
-_READS_FACTS: set[str] = set()  # methods that take ``reader=`` (a fact reader: NAME@READER chooses it)
-
-
-def register(name: str, fn: MethodFn, reads_facts: bool = False) -> None:
-    """Register ``fn`` as ``name``; ``reads_facts``: it takes ``reader=`` (a
-    :class:`~agentgrad.blame.facts.FactReader`, None: detected from the trace)."""
-    _METHODS[name] = fn
-    if reads_facts:
-        _READS_FACTS.add(name)
-
-
 def _all(ctx: BlameContext) -> list[Blame]:
     """Every upstream call and tool, tied; every edge of the trace is walked (the textual-gradient style)."""
     ctx.walked = {n: sorted(ctx.trace.nodes[n].parents) for n in [*ctx.upstream(), ctx.target]
@@ -170,35 +67,112 @@ def _all(ctx: BlameContext) -> list[Blame]:
     return [ctx.blame(n, 1.0) for n in ctx.upstream()]
 
 
-def _builtins() -> None:
-    if _METHODS:
-        return
-    for w in WEIGHT_NAMES:
-        for obj in OBJECTIVES:
-            for rule in RULES:  # each with the parameters it is registered with (blame/rules.py)
-                register(f"gbc:{w}:{obj}:{rule}",
-                         lambda c, w=w, o=obj, r=rule, reader=None: walk(c, w, r, o, reader=reader),
-                         WALK_RULES[rule].reads_facts)
-            register(f"gbc:{w}:{obj}:top2",
-                     lambda c, w=w, o=obj, reader=None: walk_topk(c, w, o, k=2, reader=reader), True)
-    for obj in ("whole", "targeted"):  # occlusion weighs the output's own log p
-        for rule in ("maxw", "stop", "carry"):
-            register(f"occlusion:{obj}:{rule}",
-                     lambda c, o=obj, r=rule, reader=None: walk(c, "mean_l1", r, o, occlusion=True, reader=reader),
-                     WALK_RULES[rule].reads_facts)
-    register("temporal", temporal)
-    register("replay", replay)
-    for p in PROTOCOLS:
-        register(f"judge:{p}", lambda c, p=p: judged(c, p))
-    register("provenance", provenance)
-    register("provenance:earliest", lambda c: provenance(c, earliest=True))
-    register("provenance:key", key_provenance, True)
-    register("provenance:key:root", lambda c, reader=None: key_provenance(c, root=True, reader=reader), True)
-    for name, fn in prior_methods().items():  # first, most_active, position:F (blame/priors.py)
-        register(name, fn)
-    register("random", lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)])
-    register("all", _all)
-    register("last", lambda c: [c.blame(c.target, 1.0)])
+def _gbc(ctx: BlameContext, weight: str, objective: str, rule: str, reader: Any = None) -> list[Blame]:
+    if rule == "top2":
+        return walk_topk(ctx, weight, objective, k=2, reader=reader)
+    return walk(ctx, weight, rule, objective, reader=reader)
+
+
+def _occlusion(ctx: BlameContext, objective: str, rule: str, reader: Any = None) -> list[Blame]:
+    return walk(ctx, "mean_l1", rule, objective, occlusion=True, reader=reader)
+
+
+MethodFn = Callable[[BlameContext], list[Blame]]
+FACT_RULES = tuple(r for r in RULES if WALK_RULES[r].reads_facts) + ("top2",)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of blame methods: a row of :data:`FAMILIES`.
+
+    ``pattern`` is the name with each part in capitals (``gbc:WEIGHT:OBJECTIVE:RULE``); ``parts`` give
+    each part's values in registry order; ``fn(ctx, **{part.lower(): value}, reader=...)`` ranks
+    (``reader`` only where the name reads facts). ``needs``: ``scorer`` (a white-box model),
+    ``judge``, ``runs`` (replayable runs) or ``""`` (no model: a baseline). ``facts``: the part
+    values whose names read facts (``{"RULE": (...)}``), or True for the whole family. ``tuned``:
+    a parameter chosen on a benchmark, and the seed it was chosen on."""
+
+    pattern: str
+    doc: str
+    fn: Callable[..., list[Blame]]
+    parts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    needs: str = ""
+    facts: Mapping[str, tuple[str, ...]] | bool = False
+    tuned: str = ""
+
+    def names(self) -> list[tuple[str, dict[str, str]]]:
+        """Every name of the family with its parts' values, in registry order."""
+        if not self.parts:
+            return [(self.pattern, {})]
+        keys = list(self.parts)
+        out = []
+        for combo in itertools.product(*self.parts.values()):
+            name = self.pattern
+            for k, v in zip(keys, combo):
+                name = name.replace(k, v, 1)
+            out.append((name, dict(zip(keys, combo))))
+        return out
+
+    def reads_facts(self, values: Mapping[str, str]) -> bool:
+        if isinstance(self.facts, bool):
+            return self.facts
+        return all(values[k] in allowed for k, allowed in self.facts.items())
+
+
+# The registry. A new method is a new row (or a new value of a part); nothing else registers one.
+FAMILIES: tuple[Family, ...] = (
+    Family("gbc:WEIGHT:OBJECTIVE:RULE", "the backward walk on the gradients of a white-box scorer: connection "
+           "weight WEIGHT, objective OBJECTIVE, walk rule RULE (top2: the two heaviest edges of every call, "
+           "with the stop test along each path)", _gbc,
+           {"WEIGHT": WEIGHT_NAMES, "OBJECTIVE": OBJECTIVES, "RULE": (*RULES, "top2")}, needs="scorer",
+           facts={"RULE": FACT_RULES}, tuned="RULE origin and blend: invented = 5 nats, chosen on the planted "
+           "faults in prose, development seed 10 (blame.walk.WALK_RULES)"),
+    Family("occlusion:OBJECTIVE:RULE", "the same walk with edge weights from counterfactual occlusion (the drop "
+           "in log p of the output when a source's tokens are replaced by a filler; forward passes only)",
+           _occlusion, {"OBJECTIVE": ("whole", "targeted"), "RULE": ("maxw", "stop", "carry")}, needs="scorer",
+           facts={"RULE": ("stop", "carry")}),
+    Family("temporal", "temporal credit: each upstream call scored by how surprising the wrong text is there "
+           "given its own inputs (one forward pass per call)", temporal, needs="scorer"),
+    Family("replay", "counterfactual replay: each upstream call sampled afresh and everything after it "
+           "generated again; the call whose replays most often turn the answer right", replay, needs="runs"),
+    Family("judge:PROTOCOL", "an LLM judge reads the log (the Who&When protocols)",
+           lambda c, protocol: judged(c, protocol), {"PROTOCOL": PROTOCOLS}, needs="judge"),
+    Family("provenance", "string provenance, no model: follow the sources whose text holds the wrong string "
+           "(the latest holder first); blame where none does", provenance),
+    Family("provenance:earliest", "provenance, following the earliest holder", lambda c: provenance(c, earliest=True)),
+    Family("provenance:key", "key provenance, no model: follow the key of the wrong value's fact; blame where "
+           "that key's value first changed", key_provenance, facts=True),
+    Family("provenance:key:root", "key provenance that also counts the call first stating the key as a change",
+           lambda c, reader=None: key_provenance(c, root=True, reader=reader), facts=True),
+    Family("first", "prior: the first step of the log", first),
+    Family("most_active", "prior: the agent with the most steps, at its first", most_active),
+    Family("position:F", "prior: the step at fraction F of the log", lambda c, f: position(c, float(f)),
+           {"F": tuple(position_name(p)[len("position:"):] for p in POSITIONS)},
+           tuned="F fixed in advance (the quartiles), never chosen on the logs it is scored on"),
+    Family("random", "control: a uniform upstream call or tool (seeded)",
+           lambda c: [c.blame(random.Random(c.seed).choice(c.upstream()), 1.0)]),
+    Family("all", "control: every upstream call and tool, tied (the textual-gradient style)", _all),
+    Family("last", "control: where the loss is attached", lambda c: [c.blame(c.target, 1.0)]),
+)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    family: Family
+    values: dict[str, str]
+    reads_facts: bool
+
+
+@lru_cache(maxsize=1)
+def _registry() -> dict[str, _Entry]:
+    """name -> (family, parts' values, reads facts), over :data:`FAMILIES` in order."""
+    out: dict[str, _Entry] = {}
+    for fam in FAMILIES:
+        for name, values in fam.names():
+            if name in out:
+                raise RegistryError(f"blame method {name!r} is registered twice (FAMILIES)")
+            out[name] = _Entry(fam, values, fam.reads_facts(values))
+    return out
 
 
 def _agent(ctx: BlameContext, agent: str) -> list[Blame]:
@@ -209,19 +183,17 @@ def _agent(ctx: BlameContext, agent: str) -> list[Blame]:
 
 
 def list_blame_methods() -> list[str]:
-    """Every registered name (the aliases of :data:`ALIASES` aside)."""
-    _builtins()
-    return list(_METHODS)
+    """Every registered name (the aliases of :data:`ALIASES` aside), in :data:`FAMILIES` order."""
+    return list(_registry())
 
 
 def canonical(name: str) -> str:
     """The registry name of ``name`` (an alias resolved; ``NAME@READER``: a method that reads facts, with
     that fact reader); an unknown name is a one-line :class:`RegistryError` that lists the valid ones."""
-    _builtins()
     base, at, reader = name.partition("@")
     if at:
         base = canonical(base)
-        if base not in _READS_FACTS:
+        if not reads_facts(base):
             raise RegistryError(f"{base} reads no facts, so it takes no fact reader (@{reader}): only the walks "
                                 f"that follow the wrong text (stop, carry, follow, origin, blend, top2) and "
                                 f"provenance:key do")
@@ -233,8 +205,8 @@ def canonical(name: str) -> str:
     name = ALIASES.get(name, name)
     if name.startswith("agent:") and name[len("agent:"):]:
         return name  # the fixed blame of one named agent
-    if name not in _METHODS:
-        near = difflib.get_close_matches(name, list(_METHODS) + list(ALIASES), n=1, cutoff=0.75)
+    if name not in _registry():
+        near = difflib.get_close_matches(name, list(_registry()) + list(ALIASES), n=1, cutoff=0.75)
         raise RegistryError(f"unknown blame method {name!r}" + (f" (did you mean {near[0]}?)" if near else "")
                             + f"; the default is {DEFAULT_METHOD}; valid: {registry_summary()} (or all), agent:NAME (blame that agent); "
                             f"aliases: {', '.join(f'{a} = {m}' for a, m in ALIASES.items())}")
@@ -242,46 +214,70 @@ def canonical(name: str) -> str:
 
 
 def registry_summary() -> str:
-    """The registry's names, short: a family whose names are every combination of their parts
-    (``gbc:WEIGHT:OBJECTIVE:RULE``) as that pattern with each part's values, every other name whole."""
-    _builtins()
-    families: dict[str, list[list[str]]] = {}
-    for n in _METHODS:
-        head, _, rest = n.partition(":")
-        families.setdefault(head, []).append(rest.split(":") if rest else [])
+    """The registry's names, short: a family of two parts or more as its pattern with each part's
+    values, every other name whole."""
     out = []
-    for head, parts in families.items():
-        width = {len(p) for p in parts}
-        if len(parts) > 1 and width != {0} and len(width) == 1:
-            values = [list(dict.fromkeys(p[i] for p in parts)) for i in range(width.pop())]
-            if len(parts) == len(set(map(tuple, parts))) == math.prod(len(v) for v in values) and len(values) > 1:
-                named = [_PART_NAMES.get((head, i), f"PART{i + 1}") for i in range(len(values))]
-                out.append(f"{head}:{':'.join(named)} ("
-                           + "; ".join(f"{k}: {', '.join(v)}" for k, v in zip(named, values)) + ")")
-                continue
-        out.extend(":".join([head, *p]) for p in parts)
+    for fam in FAMILIES:
+        if len(fam.parts) > 1:
+            out.append(f"{fam.pattern} (" + "; ".join(f"{k}: {', '.join(v)}" for k, v in fam.parts.items()) + ")")
+        else:
+            out.extend(n for n, _ in fam.names())
     return ", ".join(out)
 
 
-_PART_NAMES = {("gbc", 0): "WEIGHT", ("gbc", 1): "OBJECTIVE", ("gbc", 2): "RULE", ("occlusion", 0): "OBJECTIVE",
-               ("occlusion", 1): "RULE"}
+def registry_grammar() -> str:
+    """The name grammar in one line (the CLI's ``--methods`` help): every family's pattern, the families
+    that share a head as ``HEAD[:VARIANT] (VARIANT: ...)`` (a help screen turns ``:key:`` into an emoji)."""
+    heads: dict[str, list[str]] = {}
+    for f in FAMILIES:
+        heads.setdefault(f.pattern.split(":")[0], []).append(f.pattern)
+    out = []
+    for head, patterns in heads.items():
+        variants = [p.partition(":")[2] for p in patterns if p != head]
+        out.append(f"{head}[:VARIANT] (VARIANT: {', '.join(variants)})" if head in patterns and variants
+                   else ", ".join(patterns))
+    return ", ".join(out)
+
+
+def registry_markdown() -> str:
+    """docs/blame.md's table of the registry (a test holds the page to it)."""
+    rows = ["| family | parts | what it blames | needs | tuned |", "|---|---|---|---|---|"]
+    for f in FAMILIES:
+        parts = "; ".join(f"`{k}`: {', '.join(f'`{v}`' for v in vals)}" for k, vals in f.parts.items()) or "-"
+        rows.append(f"| `{f.pattern}` | {parts} | {f.doc} | {f.needs or 'no model'} | {f.tuned or '-'} |")
+    return "\n".join(rows)
 
 
 def get_blame_method(name: str) -> MethodFn:
+    """The ranking function of ``name`` (checked by :func:`canonical`)."""
     name = canonical(name)
     if name.startswith("agent:"):
         return lambda c, a=name[len("agent:"):]: _agent(c, a)
     base, _, reader = name.partition("@")
+    e = _registry()[base]
+    kw = {k.lower(): v for k, v in e.values.items()}
     if reader:
-        return lambda c, fn=_METHODS[base], r=get_reader(reader): fn(c, reader=r)
-    return _METHODS[name]
+        return lambda c, r=get_reader(reader): e.family.fn(c, reader=r, **kw)
+    return lambda c: e.family.fn(c, **kw)
+
+
+def reads_facts(name: str) -> bool:
+    """Whether method ``name`` follows the wrong text and reads it with a fact reader."""
+    base = canonical(name).partition("@")[0]
+    return base in _registry() and _registry()[base].reads_facts
+
+
+def needs(name: str) -> str:
+    """What method ``name`` needs: ``scorer``, ``judge``, ``runs`` or ``""`` (no model)."""
+    base = canonical(name).partition("@")[0]
+    return _registry()[base].family.needs if base in _registry() else "agent"
 
 
 def with_reader(name: str, reader: str) -> str:
     """``name`` with fact reader ``reader`` where it is a method that reads facts and names no reader
     itself (``NAME@READER``), else ``name``: how a benchmark declares the reader its figures were made with."""
     name = canonical(name)
-    return f"{name}@{get_reader(reader).name}" if name in _READS_FACTS else name
+    return f"{name}@{get_reader(reader).name}" if "@" not in name and reads_facts(name) else name
 
 
 def fact_reader(name: str, trace: Any) -> str | None:
@@ -290,7 +286,7 @@ def fact_reader(name: str, trace: Any) -> str | None:
     :class:`BlameContext` for ``trace``, the one it detected: :attr:`BlameContext.reader`); None for a
     method that reads no facts."""
     base, _, reader = canonical(name).partition("@")
-    if base not in _READS_FACTS:
+    if not reads_facts(base):
         return None
     return reader or (trace.reader if isinstance(trace, BlameContext) else detect_reader(trace)).name
 
@@ -307,15 +303,13 @@ def edge_rule(name: str) -> str:
 
 def needs_scorer(name: str) -> bool:
     """Whether a blame method reads a white-box scorer (gradients, occlusion, temporal credit)."""
-    return canonical(name).split(":")[0] in ("gbc", "occlusion", "temporal")
+    return needs(name) == "scorer"
 
 
 def model_free(name: str) -> bool:
     """Whether a blame method uses no model at all (no scorer, judge or replayed runs): the
     baselines every blame figure is given beside (``provenance``, the controls, the fixed priors)."""
-    name = canonical(name)
-    return not needs_scorer(name) and not name.startswith("judge:") and name != "replay" \
-        and not name.startswith("agent:")
+    return needs(name) == ""
 
 
 def check_expected(methods: list[str], expected: str | None) -> None:

@@ -65,14 +65,6 @@ def position_name(fraction: float) -> str:
     return f"position:{fraction:g}"
 
 
-def prior_methods() -> dict[str, Any]:
-    """The priors by registry name (what :func:`agentgrad.blame.methods._builtins` registers)."""
-    out: dict[str, Any] = {"first": first, "most_active": most_active}
-    for f in POSITIONS:
-        out[position_name(f)] = lambda c, f=f: position(c, f)
-    return out
-
-
 def is_prior(name: str) -> bool:
     """Whether a registry name is one of the trivial priors."""
     return name in ("first", "most_active") or name.startswith("position:")

@@ -5,7 +5,7 @@ Two forms of one walk. Over a whole attribution graph (:func:`kept_incoming`, :f
 the roots to the loss's targets; ``backward`` (trajectories), ``credit.split_credit`` and
 ``optim.targets`` read the graph through these. From a loss (:func:`walk`, :func:`walk_topk`): the
 walk starts at the loss's target and attributes a call only when it reaches it, with an objective
-and a rule (:mod:`agentgrad.blame.rules`: each rule, what it blames and its parameters). Both
+and a rule (:data:`WALK_RULES`, at the end: each rule, what it blames, its function and its parameters). Both
 choose edges with :func:`~agentgrad.attribution.graph.strongest` (ties broken by a seeded RNG). The
 rules that follow the wrong text read it with a fact reader (:mod:`agentgrad.blame.facts`): where a
 value's key is, what a token's unit of text is; no text format is assumed here. What a source
@@ -22,17 +22,18 @@ the gradient points at becomes that call's target); ``contrast`` and ``judged`` 
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from agentgrad.attribution.graph import AttributionGraph, Edge, strongest
 from agentgrad.blame.facts import LINES, FactReader
 from agentgrad.blame.follow import SUPPORTED, carried, fact_key, region_in_source, surprisal, walk_follow
-from agentgrad.blame.rules import RULES, WALK_RULES
+from agentgrad.errors import RegistryError
 
 CONTENT_RULES = ("stop", "carry")
 OBJECTIVES = ("whole", "targeted", "contrast", "judged")  # contrast, judged: BlameContext.attribute
-__all__ = ["RULES", "CONTENT_RULES", "SUPPORTED", "OBJECTIVES", "kept_incoming", "kept_parents", "root_paths",
-           "walk", "walk_follow", "walk_topk", "surprisal"]
+__all__ = ["RULES", "CONTENT_RULES", "SUPPORTED", "OBJECTIVES", "WALK_RULES", "WalkRule", "kept_incoming",
+           "kept_parents", "root_paths", "walk", "walk_follow", "walk_topk", "surprisal"]
 
 
 # --- over a whole graph --------------------------------------------------------------------------
@@ -90,27 +91,29 @@ def _sources(ctx: Any, node: int, region: Any, weight: str, occlusion: bool, wro
 
 def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = False,
          reader: FactReader | None = None, params: Mapping[str, Any] | None = None) -> list[Any]:
-    """The backward walk from the loss target, turned into a ranking by ``rule`` (:mod:`agentgrad.blame.rules`).
+    """The backward walk from the loss target, turned into a ranking by ``rule`` (:data:`WALK_RULES`: each
+    rule with its function and parameters; an unknown rule is a :class:`RegistryError`).
 
     ``weight``: which of the four GBC weights ranks the sources; ``occlusion``: counterfactual
     occlusion weights instead (forward passes only); ``reader``: what a fact is in the trace's text
     (default: the one detected from the trace, :attr:`~agentgrad.blame.context.BlameContext.reader`); ``params``: the rule's parameters
     (default: those it is registered with). The edges followed are left in ``ctx.walked``.
     """
+    if rule not in WALK_RULES:
+        raise RegistryError(f"unknown walk rule {rule!r}; valid: {', '.join(WALK_RULES)}")
     rng = random.Random(ctx.seed)
     reader = reader or ctx.reader
     params = WALK_RULES[rule].params if params is None else params
-    wrong = ctx.wrong_text()
-    if rule in CONTENT_RULES and wrong is None:
+    if rule in CONTENT_RULES and ctx.wrong_text() is None:  # no wrong text to follow: every node reached
         rule = "path"
     ctx.walked = {}
-    if rule in ("follow", "origin", "blend"):
-        return walk_follow(ctx, weight, objective, rng, params.get("invented"), rule == "blend",
-                           params.get("forks", 0), reader)
-    if rule == "direct":
-        return _direct(ctx, weight, objective, occlusion, rng)
-    if rule not in CONTENT_RULES:
-        return _walk_tree(ctx, weight, rule, objective, occlusion, rng)
+    return WALK_RULES[rule].fn(ctx, weight, rule, objective, occlusion, rng, reader, params)
+
+
+def _content(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random,
+             reader: FactReader, params: Mapping[str, Any]) -> list[Any]:
+    """``stop`` and ``carry``: follow one source while it carries the wrong text."""
+    wrong = ctx.wrong_text()
     node = ctx.target
     region = tuple(ctx.loss.spans.get(node, [])) if objective == "targeted" else None
     path, stopped = [node], None
@@ -138,7 +141,15 @@ def walk(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool = Fal
     return [ctx.blame(first, 1.0)] + [ctx.blame(n, 0.5 / (i + 1)) for i, n in enumerate(rest)]
 
 
-def _direct(ctx: Any, weight: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
+def _follow_rule(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random,
+                 reader: FactReader, params: Mapping[str, Any]) -> list[Any]:
+    """``follow``, ``origin`` and ``blend`` (:func:`~agentgrad.blame.follow.walk_follow`)."""
+    return walk_follow(ctx, weight, objective, rng, params.get("invented"), rule == "blend", params.get("forks", 0),
+                       reader)
+
+
+def _direct(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random,
+            reader: FactReader, params: Mapping[str, Any]) -> list[Any]:
     """``direct``: the loss call's sources that are calls or tools, heaviest first by ``weight`` (ranks
     1, 1/2, ...), then the loss call itself; no walk. A loss call with no such source blames itself."""
     target = ctx.target
@@ -153,7 +164,8 @@ def _direct(ctx: Any, weight: str, objective: str, occlusion: bool, rng: random.
     return [ctx.blame(n, 1.0 / (i + 1)) for i, n in enumerate([*ranked, target])]
 
 
-def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random) -> list[Any]:
+def _walk_tree(ctx: Any, weight: str, rule: str, objective: str, occlusion: bool, rng: random.Random,
+               reader: FactReader, params: Mapping[str, Any]) -> list[Any]:
     """``path``, ``earliest`` and ``maxw``: keep the ``ctx.top_k`` heaviest sources of every call."""
     target = ctx.target
     stack = [(target, tuple(ctx.loss.spans.get(target, [])) if objective == "targeted" else None)]
@@ -237,3 +249,51 @@ def walk_topk(ctx: Any, weight: str, objective: str, k: int = 2, budget: int = 3
     if not blamable:
         return [ctx.blame(target, 1.0)]
     return [ctx.blame(n, v) for n, v in sorted(blamable.items(), key=lambda kv: (-kv[1], -kv[0]))]
+
+
+# --- the walk rules: what each blames, its function, its parameters (and where a tuned one was chosen)
+@dataclass(frozen=True)
+class WalkRule:
+    """One rule: its name, what it blames, the function that walks it, its parameters and where any of
+    them was tuned (benchmark and seed). ``reads_facts``: the rule follows the text the loss names as
+    wrong, and reads it with a fact reader (:mod:`agentgrad.blame.facts`)."""
+
+    name: str
+    doc: str
+    fn: Callable[..., list[Any]]  # (ctx, weight, rule, objective, occlusion, rng, reader, params) -> ranking
+    params: dict[str, Any] = field(default_factory=dict)
+    tuned: dict[str, str] = field(default_factory=dict)  # parameter -> where it was chosen (benchmark, seed)
+    reads_facts: bool = False
+
+
+# ``origin``: followed text whose tokens average below p = e^-5 (1/148) given the step's inputs was
+# invented there, not rewritten
+INVENTED = ("the planted-fault benchmark in prose, development seed 10: chosen from 3, 4, ..., 10 nats by "
+            "the mean agent top-1 over the copied, rewritten and decoy faults (docs/planted-faults.md)")
+
+WALK_RULES: dict[str, WalkRule] = {r.name: r for r in (
+    WalkRule("earliest", "walk to the roots; blame the earliest call or tool reached (the obvious rule, which "
+                         "blames the first agent of every chain whatever happened)", _walk_tree),
+    WalkRule("path", "every call or tool reached, tied (the paper's update rule)", _walk_tree),
+    WalkRule("maxw", "the node whose edge to its successor has the largest weight", _walk_tree),
+    WalkRule("direct", "no walk: the loss call's own sources, ranked by their weight at that call (one backward "
+                       "pass); with a signed weight under contrast, by how far each pushed the produced answer "
+                       "above the expected one", _direct),
+    WalkRule("stop", "walk back only while the chosen source carries the wrong text (its top token inside an "
+                     "occurrence, or that occurrence's cue: its key); blame the first node whose source does "
+                     "not; a tool or input that carries it is blamed itself; without loss spans, path",
+             _content, reads_facts=True),
+    WalkRule("carry", "stop, following the heaviest source among those that carry the wrong text; it ends "
+                      "where none does", _content, reads_facts=True),
+    WalkRule("follow", "follow the wrong text to the roots, re-targeting where it changed (on the unit of "
+                       "text the gradient peaks in); blame the earliest change that the call's inputs do not "
+                       "predict (mean -log p above ln 2), else the tool at the root", _follow_rule, reads_facts=True),
+    WalkRule("origin", "follow, but a change whose text is invented there (mean -log p above invented "
+                       "nats) ends the walk and is blamed", _follow_rule, params={"invented": 5.0},
+             tuned={"invented": INVENTED}, reads_facts=True),
+    WalkRule("blend", "origin with the string test added: a source that holds the text verbatim carries it; "
+                      "several holders (or sources stating the wrong value's key) are each followed, at most "
+                      "forks sub-walks, and the heaviest whose walk meets an invention is taken", _follow_rule,
+             params={"invented": 5.0, "forks": 8}, tuned={"invented": INVENTED}, reads_facts=True),
+)}
+RULES = tuple(WALK_RULES)

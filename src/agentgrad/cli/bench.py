@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 import typer
 
+from agentgrad.blame.methods import registry_grammar
 from agentgrad.cli import options
 from agentgrad.cli._common import bench_app, console, err_console, progress_bar
 from agentgrad.cli.options import DEVICE, JUDGE
@@ -40,8 +41,8 @@ def bench_blame(
     topology: str = typer.Option("all", "--topology", help="chain, fanin, manager, broadcast (comma list) or all."),
     faults: str = typer.Option("all", "--faults", help="wrong_value, omitted, tool, decoy, transformed, ignored, "
                                "misroute (manager only) (comma list) or all."),
-    methods: str = typer.Option("all", "--methods", help="all, or names/prefixes: gbc:mean_l1, occlusion, random, "
-                                                        "all, last, ..."),
+    methods: str = typer.Option("all", "--methods", help="all, or names/prefixes of the registry: "
+                                                        f"{registry_grammar()} (docs/blame.md)"),
     seed: int = typer.Option(0, "--seed", help="Seeds the episodes and tie-breaking."),
     device: str = DEVICE,
     judge: str = JUDGE,

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from agentgrad.blame.methods import DEFAULT_METHOD
+from agentgrad.blame.methods import DEFAULT_METHOD, registry_grammar
 from agentgrad.cli._common import app, console, err_console, progress_bar, trace_app
 from agentgrad.cli.options import DEVICE, DTYPE, TRACE_FILE, check_user_file
 from agentgrad.errors import ConfigError
@@ -74,8 +74,8 @@ def run(
 def attribute(
     target: Path = typer.Argument(..., help="A trace JSON file, or a run directory (all of traces/)."),
     scorer: str = typer.Option(..., "--scorer", help="White-box scorer: Hugging Face folder or hub id."),
-    method: str = typer.Option(DEFAULT_METHOD, "--method", help="Blame method: any name of bench blame --methods "
-                               "(gbc:W:OBJ:RULE, occlusion:..., temporal, random, all, last) or an alias (mean_l1, ...); "
+    method: str = typer.Option(DEFAULT_METHOD, "--method", help=f"Blame method: a name of the registry ({registry_grammar()}) "
+                               "or an alias (mean_l1, ...); "
                                "the kept edges are the top-k by its weight (docs/blame.md)."),
     out: Path = typer.Option(..., "--out", help="Output JSON (a trace) or directory (a run directory)."),
     device: str = DEVICE,

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from agentgrad.blame.methods import DEFAULT_METHOD
+from agentgrad.blame.methods import DEFAULT_METHOD, registry_grammar
 from agentgrad.errors import ConfigError
 
 TRACE_FILE = "an agentgrad trace (the JSON that agentgrad run, import or blame writes under traces/)"
@@ -138,8 +138,8 @@ TAU_MAX_STEPS = typer.Option(30, "--max-steps", min=1, help="tau-bench's limit o
 TAU_TASKS = typer.Option(None, "--tasks", help="Task indices, e.g. 0-9,12 (default: all).")
 DATA_DIR = typer.Option(None, "--data-dir", help="Benchmark data (default: $AGENTGRAD_DATA_DIR).")
 CONCURRENCY = typer.Option(1, "--concurrency", min=1, help="Episodes evaluated at once (for servers).")
-METHOD = typer.Option(DEFAULT_METHOD, "--method", help="Blame method: any name of bench blame --methods, or an "
-                                                       "alias (mean_l1, ...; docs/blame.md).")
+METHOD = typer.Option(DEFAULT_METHOD, "--method", help=f"Blame method: a name of the registry ({registry_grammar()}), "
+                                                       "or an alias (mean_l1, ...; docs/blame.md).")
 SCORER = typer.Option(None, "--scorer", help="White-box scorer folder or hub id (default: the agents' own model, "
                                              "when local).")
 OPTIMIZER = typer.Option(None, "--optimizer-model", help="LLM that rewrites prompts (same forms as --model; "
