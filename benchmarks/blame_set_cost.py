@@ -2,7 +2,7 @@
 
 The set is ``agentgrad.testing.chatset``'s: N chat traces in one JSONL file, three in four failed
 (a planted fault in the researcher, its tool or the planner), with their expected answers. Timed:
-:func:`agentgrad.importers.blame_set.blame_set` into a fresh run directory (import, losses from the
+:func:`agentgrad.runs.blame_set.blame_set` into a fresh run directory (import, losses from the
 expected answers, every method per trace, ``verdicts.jsonl`` line by line, the blamed traces, the
 team verdict with its 2,000-resample bootstrap, ``blame.json``), then the report; the median of
 ``--repeat`` runs, per trace too. With ``--scorer smollm2`` (and the default method in
@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
-    from agentgrad.importers.blame_set import blame_set
+    from agentgrad.runs.blame_set import blame_set
     from agentgrad.report.html import write_report
     from agentgrad.testing.chatset import write_set
 

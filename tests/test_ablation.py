@@ -128,9 +128,9 @@ def test_agent_blame_names_that_agents_calls_and_is_a_registry_name():
         answer = Agent("answer", "Answer.", model, template="Facts: {f}\nPlan: {p}\nQ: {q}")(f=facts, p=plan, q=q)
     loss = VerbalLoss.generic("Paris", str(answer), "wrong capital", targets=[answer.node], spans={answer.node: [(0, 4)]})
     out = blame_episode("agent:plan", tr, loss)
-    assert out.agents == ["plan"] and [b.node for b in out.blamed] == [plan.node]
+    assert out.repair == ["plan"] and [b.node for b in out.blamed] == [plan.node]
     assert [t.nodes for t in out.trajectories] == [[plan.node, answer.node]]
-    assert blame_episode("agent:nobody", tr, loss).agents == []
+    assert blame_episode("agent:nobody", tr, loss).repair == []
     assert canonical("agent:plan") == "agent:plan" and not needs_scorer("agent:plan")
     assert select_methods("random,agent:facts") == ["random", "agent:facts"]
     with pytest.raises(RegistryError) as e:

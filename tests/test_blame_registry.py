@@ -111,7 +111,7 @@ def test_old_aliases_give_the_old_trajectories(tiny_llama, top_k):
         old = backward(graph, loss, top_k, alias)  # the graph walk the loop used before the registry
         assert [t.to_dict() for t in out.trajectories] == [t.to_dict() for t in old], alias
         # every agent on the paths is blamed (the paper's rule), as the loop did before
-        assert sorted(out.agents) == sorted({a for t in old for a in t.agents}), alias
+        assert sorted(out.repair) == sorted({a for t in old for a in t.agents}), alias
 
 
 class PlantedSystem(System):

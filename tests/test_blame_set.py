@@ -1,4 +1,4 @@
-"""Blaming a set of failed traces (agentgrad.importers.blame_set, `agentgrad blame FOLDER --expected`):
+"""Blaming a set of failed traces (agentgrad.runs.blame_set, `agentgrad blame FOLDER --expected`):
 losses written from expected answers, the team verdict, streaming and resuming, hostile input, the CLI."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import agentgrad as ag
 from agentgrad.blame.team import TeamVerdict, TraceVerdict
 from agentgrad.cli import app, main
 from agentgrad.errors import ConfigError, RunError
-from agentgrad.importers import blame_set as bs
-from agentgrad.importers.expected import check_answer, matches, read_book, wrong_text
+from agentgrad.runs import blame_set as bs
+from agentgrad.blame.expected import check_answer, matches, read_book, wrong_text
 from agentgrad.testing.chatset import FAULTS, REPAIR, conv, write_set
 from agentgrad.testing.oispans import SpanWriter, supervisor_episode
 

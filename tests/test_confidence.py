@@ -15,7 +15,7 @@ from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.confidence import (PACKAGE_FILE, agrees, confidence, confidence_line, figure, measured,
                                         top_agents)
 from agentgrad.blame.context import Blame
-from agentgrad.blame.outcome import BlameOutcome
+from agentgrad.blame.verdict import Verdict
 from agentgrad.errors import ConfigError
 from conftest import run_script
 
@@ -43,8 +43,7 @@ def figures(agree=(10, 0.9), disagree=(4, 0.5), unresolved=0, bound=None, method
 
 
 def test_agreement_is_the_same_set_of_top_agents():
-    tied = BlameOutcome(method=BLEND, ranking=[], blamed=[Blame("a", 1, 1.0), Blame("b", 2, 1.0), Blame("a", 3, 1.0)],
-                        agents=[], trajectories=[])
+    tied = Verdict(method=BLEND, blamed=[Blame("a", 1, 1.0), Blame("b", 2, 1.0), Blame("a", 3, 1.0)])
     assert top_agents(tied) == ["a", "b"]
     assert agrees(top_agents(tied), ["b", "a"]) and not agrees(top_agents(tied), ["a"])
     assert top_agents({"method": "provenance", "agent": "a"}) == ["a"] and top_agents(None) == []

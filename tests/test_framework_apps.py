@@ -15,7 +15,7 @@ import pytest
 
 from agentgrad.cli import main
 from agentgrad.importers import import_otel, import_spans
-from agentgrad.importers.blame import blame_file
+from agentgrad.runs.blame import blame_file
 from conftest import assert_spans_exact
 from test_llama_server import REASON
 
@@ -142,6 +142,6 @@ def test_agents_sdk_planted_tool_value_is_blamed_on_the_billing_agent(agents_run
     f, did = agents_runs[True]
     assert apps.WRONG_AMOUNT in did["tools"][0][1]
     tb = _wrong_blame(f, apps.WRONG_AMOUNT, scorer)
-    rows = {r["method"]: r for r in tb.rows()}
+    rows = {m: v.row() for m, v in tb.methods.items()}
     assert rows["provenance"]["agent"] == "lookup_invoice" and rows["provenance"]["repair"] == ["billing"]
     assert rows["gbc:max_l1:targeted:carry"]["repair"] == ["billing"], rows

@@ -304,7 +304,7 @@ def test_token_encoding_round_trip():
 def blamed_set(root, n=8):
     """``n`` chat traces; in every odd one the agent named by a hostile payload invents the figure
     that the writer repeats; the even ones give the expected answer."""
-    from agentgrad.importers.blame_set import blame_set
+    from agentgrad.runs.blame_set import blame_set
 
     src, exp = root / "chats.jsonl", root / "expected.jsonl"
     bad = PAYLOADS[0]

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from agentgrad.blame.context import Blame
 from agentgrad.blame.methods import DEFAULT_METHOD, list_blame_methods
-from agentgrad.blame.outcome import BlameOutcome
+from agentgrad.blame.verdict import Verdict
 from agentgrad.cli import app, main
 from agentgrad.testing.oispans import SpanWriter, supervisor_episode
 
@@ -41,11 +41,11 @@ def test_the_blamed_agent_is_whole_at_80_columns_for_every_registry_method(tmp_p
     import importlib
 
     api, judge = importlib.import_module("agentgrad.api"), importlib.import_module("agentgrad.blame.judge")
-    ib = importlib.import_module("agentgrad.importers.blame")
+    ib = importlib.import_module("agentgrad.runs.blame")
 
     def verdict(m, trace, loss, sc, **kw):
         top = Blame("city_population", 2, 0.123456)
-        return BlameOutcome(m, [top, Blame("supervisor", 6, 0.1)], [top], ["researcher"], [])
+        return Verdict.of(m, trace, [top, Blame("supervisor", 6, 0.1)], [top])
 
     class Scorer:
         def attribute(self, trace):
@@ -55,7 +55,7 @@ def test_the_blamed_agent_is_whole_at_80_columns_for_every_registry_method(tmp_p
             return {}
 
     monkeypatch.setattr(ib, "blame_episode", verdict)
-    monkeypatch.setattr(ib, "load_scorer", lambda *a, **k: Scorer())
+    monkeypatch.setattr(ib, "make_scorer", lambda *a, **k: Scorer())
     monkeypatch.setattr(api, "load_scorer", lambda *a, **k: Scorer())
     monkeypatch.setattr(judge, "make_judge", lambda spec: object())
     names = [n for n in list_blame_methods() if n != "replay"]  # replay: bench inject only (below)

@@ -250,7 +250,7 @@ def test_blame_with_the_expected_answer_contrasts_the_produced_one(tmp_path, cap
     """``--expected`` puts the right answer where the ``contrast`` objective differentiates it; a contrast
     method named without it (which would silently be the whole objective) is refused before a model loads."""
     from agentgrad.blame.outcome import blame_episode
-    from agentgrad.importers.blame import blame_file
+    from agentgrad.runs.blame import blame_file
 
     w = SpanWriter()
     supervisor_episode(w, "P" * 32, "Lyon", "9,999,999")
@@ -268,19 +268,19 @@ def test_blame_with_the_expected_answer_contrasts_the_produced_one(tmp_path, cap
         ag.blame(tr, ag.verbal_loss(tr, "wrong figure"), method=m)
     tb = blame_file(f, "wrong figure", wrong="9,999,999", expected="522,969", methods=[m, "gbc:max_l1:whole:direct"],
                     scorer=str(tiny_llama))
-    assert tb.loss.details["expected"] == "522,969" and tb.loss.details["wrong"] == "9,999,999"
+    assert tb.verbal.details["expected"] == "522,969" and tb.verbal.details["wrong"] == "9,999,999"
     # the same ranking as the loss built by hand with that answer; the method reads the answer it was given
-    hand = ag.verbal_loss(tb.trace, "wrong figure", wrong="9,999,999", expected="522,969")
-    assert hand.to_dict() == tb.loss.to_dict()
-    assert tb.outcomes[m].ranking == blame_episode(m, tb.trace, hand, tb.model).ranking
+    hand = ag.verbal_loss(tb.data, "wrong figure", wrong="9,999,999", expected="522,969")
+    assert hand.to_dict() == tb.verbal.to_dict()
+    assert tb.methods[m].ranking == blame_episode(m, tb.data, hand, tb.scorer).ranking
     # another right answer, another gradient at the loss's span
     from agentgrad.blame.context import BlameContext
 
     def weights(loss):
-        with BlameContext(tb.trace, loss, tb.model).objective_of("contrast") as c:
+        with BlameContext(tb.data, loss, tb.scorer).objective_of("contrast") as c:
             return [s.l1 for s in c.attribute(loss.targets[0], None).sources]
 
-    other = ag.verbal_loss(tb.trace, "wrong figure", wrong="9,999,999", expected="Lyon is the capital")
+    other = ag.verbal_loss(tb.data, "wrong figure", wrong="9,999,999", expected="Lyon is the capital")
     assert weights(hand) != weights(other)
 
 

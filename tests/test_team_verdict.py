@@ -7,13 +7,14 @@ import random
 
 import pytest
 
-from agentgrad.blame.team import (NOBODY, MethodVerdict, TraceVerdict, bootstrap_draws, common_trajectories,
-                                  percentile_interval, shares, team_verdict)
+from agentgrad.blame.team import (NOBODY, TraceVerdict, bootstrap_draws, common_trajectories, percentile_interval,
+                                  shares, team_verdict)
+from agentgrad.blame.verdict import Verdict
 
 
 def _mv(agent, repair=None, path=None, scores=(1.0, 0.5)):
-    return MethodVerdict(agent, 1, "call", list(repair if repair is not None else [agent]), list(scores),
-                         [path] if path else [])
+    return Verdict("m", repair=list(repair if repair is not None else [agent]), agent=agent, node=1, kind="call",
+                   scores=list(scores), paths=[path] if path else [])
 
 
 def _set():
@@ -48,7 +49,7 @@ def test_shares_counts_and_order_by_hand():
 def test_round_trip_and_unknown_status():
     v = _set()[4]
     assert TraceVerdict.from_dict(v.to_dict()) == v
-    assert v.methods["gbc"].margin() == 0.5
+    assert v.methods["gbc"].scores == [1.0, 0.5] and v.methods["gbc"].score == 1.0
     with pytest.raises(ValueError):
         TraceVerdict("x", "maybe")
 
@@ -62,8 +63,8 @@ def test_a_method_that_names_nothing_is_its_own_row_and_no_prompt_to_repair():
 
 
 def test_trajectory_ties_keep_first_seen_and_each_trace_counts_once():
-    vs = [MethodVerdict("a", trajectories=[["x", "y"], ["x", "y"]]), MethodVerdict("a", trajectories=[["z"]]),
-          MethodVerdict("a", trajectories=[["z"], ["x", "y"]])]
+    vs = [Verdict("m", agent="a", paths=[["x", "y"], ["x", "y"]]), Verdict("m", agent="a", paths=[["z"]]),
+          Verdict("m", agent="a", paths=[["z"], ["x", "y"]])]
     assert [(t.agents, t.traces) for t in common_trajectories(vs)] == [(["x", "y"], 2), (["z"], 2)]
 
 

@@ -23,24 +23,20 @@ from agentgrad.core.model import Generation, GenerationSettings, LanguageModel
 from agentgrad.models.registry import create_model, list_backends, register_backend
 from agentgrad.blame.backward import Trajectory, VerbalLoss
 from agentgrad.attribution.result import Attribution
-from agentgrad.api import attribute, blame, load_model, load_scorer, load_system, optimize, verbal_loss
+from agentgrad.blame.context import Blame
+from agentgrad.blame.verdict import Verdict
+from agentgrad.blame.team import TeamVerdict, TraceVerdict
+from agentgrad.blame.methods import list_blame_methods
+from agentgrad.blame.losses import verbal_loss
+from agentgrad.runs.blame_set import BlameSet, blame_set
+from agentgrad.api import OptimizeResult, attribute, blame, load_model, load_scorer, load_system, optimize
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
-    """``ag.blame_set`` / ``ag.BlameSet``: blame a set of trace files (an application verb, in
-    :mod:`agentgrad.importers.blame_set`), imported on first use so that ``import agentgrad`` loads
-    no importer."""
-    if name in ("blame_set", "BlameSet"):
-        from agentgrad.importers.blame_set import BlameSet, blame_set
-
-        return {"blame_set": blame_set, "BlameSet": BlameSet}[name]
-    raise AttributeError(f"module 'agentgrad' has no attribute {name!r}")
-
-
 __all__ = [
-    "Attribution", "Trajectory", "VerbalLoss", "attribute", "blame", "blame_set", "load_model", "load_scorer",
+    "Attribution", "Blame", "BlameSet", "OptimizeResult", "TeamVerdict", "TraceVerdict", "Trajectory", "Verdict",
+    "VerbalLoss", "attribute", "blame", "blame_set", "list_blame_methods", "load_model", "load_scorer",
     "load_system", "optimize", "verbal_loss", "Agent", "AgentgradError", "ConfigError", "ContextLengthError", "Episode", "Generation",
     "GenerationSettings", "GraphError", "GraphSystem", "LanguageModel", "ModelError", "Node", "Output",
     "Prompt", "RegistryError", "RunError", "Span", "System", "Text", "Tool", "ToolCall", "Trace",

@@ -13,15 +13,24 @@ gets its loss from words: ``ag.verbal_loss(trace, "the answer names the wrong ci
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentgrad.attribution.result import Attribution
-from agentgrad.blame.methods import DEFAULT_METHOD as DEFAULT_BLAME
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.blame.context import Blame
+from agentgrad.blame.losses import verbal_loss
+from agentgrad.blame.methods import DEFAULT_METHOD as DEFAULT_BLAME
+from agentgrad.core.model import LanguageModel
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
-from agentgrad.core.model import LanguageModel
+
+if TYPE_CHECKING:
+    from agentgrad.runs.graph_system import GraphSystem
+
+__all__ = ["OptimizeResult", "attribute", "blame", "load_model", "load_scorer", "load_system", "optimize",
+           "verbal_loss"]
 
 
 
@@ -35,7 +44,7 @@ def load_model(value: str, name: str = "default", **options: Any) -> LanguageMod
     return create_model(name, spec.backend, **(spec.options() | options))
 
 
-def load_system(path: str | Path, model: LanguageModel | str | None = None) -> Any:
+def load_system(path: str | Path, model: LanguageModel | str | None = None) -> "GraphSystem":
     """A declared system (YAML); ``model`` (a loaded model or a model value) replaces every model it names."""
     from agentgrad.core.config import load_system_config
     from agentgrad.runs.graph_system import GraphSystem
@@ -63,51 +72,8 @@ def attribute(trace: Trace, scorer: Any) -> Attribution:
     return Attribution(trace, nodes, graph, sc.describe())
 
 
-def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str | int | None = None,
-                expected: str | None = None) -> VerbalLoss:
-    """A verbal loss for a recorded trace, from words: attached to ``target`` (a node id, or an agent
-    name: its last call; default the trace's last call, the final answer), and, with ``wrong``, the
-    places of that text in the target's output as the loss's spans (what the loss-targeted objective
-    differentiates and the string-provenance method follows back). With ``expected`` (the right
-    answer, or the right text in place of ``wrong``), the failure-conditioned ``contrast`` objective
-    differentiates the produced output against it (``details["expected"]``)."""
-    calls = trace.calls()
-    if not calls:
-        raise ConfigError("the trace has no call node to attach a loss to")
-    if not str(text).strip():
-        raise ConfigError("the loss is empty: say in words what went wrong")
-    if target is None:
-        node = calls[-1]
-    elif isinstance(target, int) or str(target).isdigit():
-        t = int(target)
-        if not 0 <= t < len(trace.nodes) or trace.nodes[t].kind != "call":
-            raise ConfigError(f"target {t} is not a call node of the trace (its calls: "
-                              f"{', '.join(f'{c.id} {c.name}' for c in calls)[:300]})")
-        node = trace.nodes[t]
-    else:
-        mine = trace.calls(str(target))
-        if not mine:
-            raise ConfigError(f"no agent {target!r} in the trace; its agents: {', '.join(dict.fromkeys(c.name for c in calls))}")
-        node = mine[-1]
-    spans: dict[int, list[tuple[int, int]]] = {}
-    if wrong:
-        found, at = [], node.text.find(wrong)
-        while at >= 0:
-            found.append((at, at + len(wrong)))
-            at = node.text.find(wrong, at + len(wrong))
-        if not found:
-            raise ConfigError(f"the wrong text {wrong!r} is not in the output of node {node.id} ({node.name}): "
-                              f"{node.text[:200]!r}")
-        spans[node.id] = found
-    if expected is not None and not str(expected).strip():
-        raise ConfigError("the expected answer is empty: give the right answer, or leave it out")
-    details = {"produced": node.text, **({"wrong": wrong} if wrong else {}),
-               **({"expected": str(expected)} if expected is not None else {})}
-    return VerbalLoss(str(text), [node.id], "generic", details, spans)
-
-
 def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: Any = None, judge: Any = None,
-          seed: int = 0) -> list[Any]:
+          seed: int = 0) -> list[Blame]:
     """The agents to blame for ``loss``, best first: ``[Blame(agent, node, score)]`` by any method of the
     blame registry (``agentgrad.blame.methods.list_blame_methods()``; docs/blame.md)."""
     from agentgrad.blame.methods import canonical, check_expected, needs_scorer
@@ -124,12 +90,39 @@ def blame(trace: Trace, loss: VerbalLoss, method: str = DEFAULT_BLAME, scorer: A
     return blame_episode(name, trace, loss, sc, seed=seed, judge=judge).ranking
 
 
+@dataclass
+class OptimizeResult:
+    """What :func:`optimize` returns: the final prompts and scores of a run (also ``OUT/final.json``)."""
+
+    out: Path
+    prompts: dict[str, str]
+    train_score: float
+    val_score: float | None
+    steps: int
+    accepted: int
+    rejected: int
+    train_scores: dict[str, float] = field(default_factory=dict)
+    test_before: float | None = None  # the held-out test split (trainer.test), when the run has one
+    test_after: float | None = None
+    test_size: int | None = None
+
+    @classmethod
+    def from_final(cls, out: Path, final: dict[str, Any]) -> "OptimizeResult":
+        return cls(out, dict(final["prompts"]), float(final["train_score"]), final.get("val_score"), int(final["steps"]),
+                   int(final["accepted"]), int(final["rejected"]), dict(final.get("train_scores") or {}),
+                   final.get("test_before"), final.get("test_after"), final.get("test_size"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self).items()}
+
+
 def optimize(config: str | Path, out: str | Path, resume: bool = False, models: list[str] | None = None,
-             method: str | None = None, console: Any = None) -> dict[str, Any]:
+             method: str | None = None, console: Any = None) -> OptimizeResult:
     """``agentgrad optimize``: run the optimisation loop of a YAML configuration into a run directory."""
     from rich.console import Console
 
     from agentgrad.optim.run import run_optimize
 
-    return run_optimize(Path(config), Path(out), resume=resume, overrides=models or [], method=method,
-                        console=console or Console(emoji=False))
+    final = run_optimize(Path(config), Path(out), resume=resume, overrides=models or [], method=method,
+                         console=console or Console(emoji=False))
+    return OptimizeResult.from_final(Path(out), final)

@@ -15,7 +15,7 @@ the committed records; nothing here is asserted by hand.
 
     c = confidence({"gbc:max_l1:targeted:blend": ["reader"], "provenance": ["reader"]})
     c.signal, c.value                      # ('agree', True)
-    print(confidence_line(trace_blame.outcomes))   # one line for a printed verdict
+    print(confidence_line(trace_verdict.methods))  # one line for a printed verdict
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ class Confidence:
 
 
 def top_agents(verdict: Any) -> list[str]:
-    """The agents a verdict puts at the top: a :class:`~agentgrad.blame.outcome.BlameOutcome` (its
-    blamed entries' agents), a row of ``TraceBlame.rows()`` (its ``agent``), an agent's name, or a
-    list of names."""
+    """The agents a verdict puts at the top: a :class:`~agentgrad.blame.verdict.Verdict` (its blamed
+    entries' agents), a row (its ``agent``), an agent's name, or a list of names."""
     if verdict is None:
         return []
     if isinstance(verdict, str):
@@ -150,8 +149,8 @@ def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str
     """The confidence signal of one trace's verdicts, with its measured meaning.
 
     Args:
-        verdicts: {method: verdict} (a verdict: a ``BlameOutcome``, a row with an ``agent``, agent
-            names), or ``TraceBlame.rows()``, or a list of ``BlameOutcome``.
+        verdicts: {method: verdict} (a verdict: a :class:`~agentgrad.blame.verdict.Verdict`, a row
+            with an ``agent``, agent names), or a list of rows or verdicts that name their method.
         method: the verdict to qualify; by default the first method that reads a scorer, else
             ``provenance``.
         figures: the measured figures (default: the package file).

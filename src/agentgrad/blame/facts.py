@@ -11,7 +11,7 @@ under (:meth:`FactReader.key_at`, :meth:`FactReader.key_span`), whether a token 
 - ``json``: JSON fields (``"key": value``, compact or not); text outside them is read as ``lines``.
 
 A method's name chooses one (``NAME@prose``); otherwise :func:`detect_reader` reads the trace's
-calls. The outcome of a blame names the reader (:class:`~agentgrad.blame.outcome.BlameOutcome`).
+calls. The outcome of a blame names the reader (:class:`~agentgrad.blame.verdict.Verdict`).
 """
 
 from __future__ import annotations

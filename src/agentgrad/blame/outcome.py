@@ -1,12 +1,11 @@
-"""One failed episode blamed by one registry method: the ranking, the agents to repair, the trajectories.
+"""One failed episode blamed by one registry method: its :class:`~agentgrad.blame.verdict.Verdict`.
 
 This is what the optimisation loop (and the GEPA adapter) asks of blame. For every target of the
 verbal loss, the method ranks the upstream nodes (:mod:`agentgrad.blame.methods`); then
 
 - **blamed** are the entries tied at the top of each target's ranking: one for a ranked method,
   every node reached for ``path`` and ``all``;
-- **agents** are the blamed entries' agents whose prompts can be repaired: a call's agent, the
-  call(s) that asked for a blamed tool result; an input (the task itself) blames no prompt;
+- **repair** are the agents whose prompts to repair (:func:`agentgrad.blame.verdict.repair_agents`);
 - **trajectories** (what the optimizer reads) are the paths the method walked, from where each walk
   ended to the loss target (:func:`agentgrad.blame.walk.root_paths` over ``ctx.walked``), each
   starting at the blamed node where the walk went on past it (``follow``, ``origin``, ``blend``); for a
@@ -23,32 +22,14 @@ whole-output attributions already computed, so gradients are taken once per epis
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
-from agentgrad.blame.backward import Trajectory, VerbalLoss, trajectory
+from agentgrad.blame.backward import VerbalLoss, trajectory
 from agentgrad.blame.context import Blame, BlameContext
 from agentgrad.blame.methods import canonical, fact_reader, get_blame_method
+from agentgrad.blame.verdict import Verdict
 from agentgrad.blame.walk import root_paths
 from agentgrad.core.trace import Trace
-
-
-@dataclass
-class BlameOutcome:
-    """What one method says about one failed episode (see the module docstring)."""
-
-    method: str
-    ranking: list[Blame]
-    blamed: list[Blame]
-    agents: list[str]
-    trajectories: list[Trajectory]
-    parents: dict[int, list[int]] = field(default_factory=dict)
-    reader: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"method": self.method, "ranking": [b.to_dict() for b in self.ranking[:10]],
-                "blamed": [b.to_dict() for b in self.blamed], "agents": self.agents,
-                **({"reader": self.reader} if self.reader else {})}
 
 
 def trace_path(trace: Trace, source: int, target: int) -> list[int]:
@@ -71,18 +52,6 @@ def trace_path(trace: Trace, source: int, target: int) -> list[int]:
     return path
 
 
-def prompt_agents(trace: Trace, blamed: list[Blame]) -> list[str]:
-    """The agents whose prompts the blamed entries point at (calls; a tool's callers; no input)."""
-    out: list[str] = []
-    for b in blamed:
-        node = trace.nodes[b.node]
-        if node.kind == "call":
-            out.append(b.agent)
-        elif node.kind == "tool":
-            out.extend(trace.nodes[p].name for p in node.parents if trace.nodes[p].kind == "call")
-    return list(dict.fromkeys(out))
-
-
 def _from_blamed(trace: Trace, path: list[int], tops: set[int]) -> list[int]:
     """``path`` from its first blamed node on, where the walk went on past it to a call or tool that
     is not blamed (``follow``, ``origin``, ``blend``: above the fault is where its text came from);
@@ -94,7 +63,7 @@ def _from_blamed(trace: Trace, path: list[int], tops: set[int]) -> list[int]:
 
 
 def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = None, *, results: list[Any] | None = None,
-                  seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None) -> BlameOutcome:
+                  seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None) -> Verdict:
     """Blame one failed episode with registry ``method`` (an alias is resolved).
 
     Args:
@@ -132,5 +101,5 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
             if a not in parents.setdefault(b, []):
                 parents[b].append(a)
     nodes = {n.id: {"kind": n.kind, "name": n.name} for n in trace.nodes}
-    return BlameOutcome(name, ranking, blamed, prompt_agents(trace, blamed),
-                        [trajectory(nodes, p, loss) for p in paths], parents, fact_reader(name, ctx))
+    return Verdict.of(name, trace, ranking, blamed, [trajectory(nodes, p, loss) for p in paths], parents,
+                      fact_reader(name, ctx))

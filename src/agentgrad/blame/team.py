@@ -1,8 +1,8 @@
 """The team-level verdict of a set of failed traces: which agent fails most often, and how sure is that.
 
-One :class:`TraceVerdict` per trace (blamed, succeeded, malformed or unblamed with its reason); for a
-blamed trace one :class:`MethodVerdict` per method: the top entry, the agents whose prompts to
-repair, the two best scores and the agent sequences of the blamed paths. :func:`team_verdict`
+One :class:`TraceVerdict` per trace (blamed, succeeded, malformed, unblamed or error, with its reason);
+for a blamed trace one :class:`~agentgrad.blame.verdict.Verdict` per method: the top entry, the agents
+whose prompts to repair, the two best scores and the agent sequences of the blamed paths. :func:`team_verdict`
 turns the blamed traces into, per method,
 
 - **shares**: each agent's share of the failures blamed on it. A failure is blamed on the agents
@@ -26,41 +26,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.confidence import Confidence, confidence
+from agentgrad.blame.verdict import Verdict
+from agentgrad.core.trace import Trace
+
+if TYPE_CHECKING:
+    from agentgrad.attribution.result import Attribution
 
 STATUSES = ("blamed", "succeeded", "malformed", "unblamed", "error")  # error: a bug of agentgrad's on that trace
 NOBODY = "(nothing)"  # the share of failures for which a method named no node at all
-
-
-@dataclass
-class MethodVerdict:
-    """What one method says of one trace."""
-
-    agent: str | None  # the top entry's agent (a tool's or input's name for those)
-    node: int | None = None
-    kind: str | None = None  # call, tool or input
-    repair: list[str] = field(default_factory=list)  # the agents whose prompts to repair
-    scores: list[float] = field(default_factory=list)  # the top score and the runner-up's (the next node)
-    trajectories: list[list[str]] = field(default_factory=list)  # agents of the blamed paths, root first
-
-    def blamed(self) -> list[str]:
-        """The agents this failure is blamed on: those to repair, else the top entry's own agent."""
-        return list(dict.fromkeys(self.repair)) or ([self.agent] if self.agent else [])
-
-    def margin(self) -> float | None:
-        """The top score minus the runner-up's (None without a runner-up)."""
-        return self.scores[0] - self.scores[1] if len(self.scores) >= 2 else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MethodVerdict:
-        return cls(agent=d.get("agent"), node=d.get("node"), kind=d.get("kind"), repair=list(d.get("repair") or []),
-                   scores=[float(s) for s in d.get("scores") or []],
-                   trajectories=[list(t) for t in d.get("trajectories") or []])
 
 
 @dataclass
@@ -73,7 +50,7 @@ class TraceVerdict:
 
     trace: str
     status: str
-    methods: dict[str, MethodVerdict] = field(default_factory=dict)
+    methods: dict[str, Verdict] = field(default_factory=dict)
     reason: str = ""
     note: str = ""
     source: str = ""  # the file it was read from
@@ -85,6 +62,13 @@ class TraceVerdict:
     target: int | None = None  # the node the loss attaches to (the final answer)
     seconds: float = 0.0
     confidence: dict[str, Any] | None = None  # blame/confidence.py's signal of a blamed trace (no figures)
+    # kept in memory by the blame of one trace, never written: the trace, its loss, what the gradient
+    # methods shared (None where no scorer ran), the scorer, the records of its file not imported
+    data: Trace | None = field(default=None, repr=False, compare=False)
+    verbal: VerbalLoss | None = field(default=None, repr=False, compare=False)
+    attribution: Attribution | None = field(default=None, repr=False, compare=False)
+    scorer: Any = field(default=None, repr=False, compare=False)
+    broken: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -113,7 +97,7 @@ class TraceVerdict:
                    wrong=d.get("wrong"), expected=d.get("expected"),
                    offset=d.get("offset"), target=d.get("target"), seconds=float(d.get("seconds") or 0.0),
                    confidence=d.get("confidence"),
-                   methods={m: MethodVerdict.from_dict(v) for m, v in (d.get("methods") or {}).items()})
+                   methods={m: Verdict.from_dict(v, m) for m, v in (d.get("methods") or {}).items()})
 
 
 @dataclass
@@ -176,7 +160,7 @@ class TeamVerdict:
                 "bootstrap": {"resamples": self.resamples, "level": self.level, "seed": self.seed}}
 
 
-def trace_confidence(methods: dict[str, MethodVerdict]) -> Confidence:
+def trace_confidence(methods: dict[str, Verdict]) -> Confidence:
     """The confidence signal of one blamed trace (:func:`agentgrad.blame.confidence.confidence` over
     each method's top agent)."""
     return confidence({m: [v.agent] if v.agent else [] for m, v in methods.items()})
@@ -228,16 +212,16 @@ def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float
     return (v[min(int(a * r), r - 1)], v[max(int((1 - a) * r) - 1, 0)])
 
 
-def agent_weights(verdicts: list[MethodVerdict]) -> list[dict[str, float]]:
+def agent_weights(verdicts: list[Verdict]) -> list[dict[str, float]]:
     """Per verdict, the unit of its failure split over the agents it is blamed on (:data:`NOBODY` if none)."""
     out = []
     for v in verdicts:
-        who = v.blamed() or [NOBODY]
+        who = v.blamed_agents() or [NOBODY]
         out.append({a: 1 / len(who) for a in who})
     return out
 
 
-def shares(verdicts: list[MethodVerdict], draws: list[list[int]] | None = None, resamples: int = 2000,
+def shares(verdicts: list[Verdict], draws: list[list[int]] | None = None, resamples: int = 2000,
            seed: int = 0, level: float = 0.95, method: str = "") -> MethodTeam:
     """Every agent's share of ``verdicts`` (one per blamed trace) with its bootstrap interval.
 
@@ -259,11 +243,11 @@ def shares(verdicts: list[MethodVerdict], draws: list[list[int]] | None = None, 
     return MethodTeam(method, n, out)
 
 
-def common_trajectories(verdicts: Iterable[MethodVerdict], top: int = 5) -> list[TrajectoryCount]:
+def common_trajectories(verdicts: Iterable[Verdict], top: int = 5) -> list[TrajectoryCount]:
     """The agent sequences walked most often, each counted once per trace; ties in first-seen order."""
     counts: dict[tuple[str, ...], int] = {}
     for v in verdicts:
-        for t in dict.fromkeys(tuple(t) for t in v.trajectories if t):
+        for t in dict.fromkeys(tuple(t) for t in v.paths if t):
             counts[t] = counts.get(t, 0) + 1
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])  # stable: first seen first among equals
     return [TrajectoryCount(list(k), c) for k, c in ranked[:top]]
@@ -306,6 +290,6 @@ def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = Non
                        agreement(blamed))
 
 
-__all__ = ["AgentShare", "Agreement", "agreement", "trace_confidence", "MethodTeam", "MethodVerdict", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
+__all__ = ["AgentShare", "Agreement", "agreement", "trace_confidence", "MethodTeam", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
            "TrajectoryCount", "bootstrap_draws", "common_trajectories", "percentile_interval", "repair_order",
            "shares", "team_verdict"]

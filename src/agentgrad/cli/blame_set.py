@@ -1,7 +1,7 @@
 """``agentgrad blame`` of a set of traces: the progress, the team table, the trajectories, what was skipped.
 
 Called by :func:`agentgrad.cli.blame_trace.blame_command` when its TRACE is a folder, or a losses
-or expected-answers file is given; everything it does is :func:`agentgrad.importers.blame_set.blame_set`.
+or expected-answers file is given; everything it does is :func:`agentgrad.runs.blame_set.blame_set`.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def run_set(source: Path, losses: Any, expected: Any, loss: str | None, wrong: s
             names: list[str], scorer: Any, judge: Any, out: Path, resume: bool, overwrite: bool, seed: int,
             top_k: int, con: Console) -> None:
     """Blame the set, print what it found, write the report; exit non-zero only when nothing was blamed."""
-    from agentgrad.importers.blame_set import blame_set
+    from agentgrad.runs.blame_set import blame_set
     from agentgrad.report.html import write_report
 
     with con.status("blaming the set") as status:

@@ -1,5 +1,5 @@
 """``blame``: an exported trace file (OpenInference / OTel GenAI spans, chat JSONL, an agentgrad trace) ->
-a ranked blame per method and a report (``agentgrad.importers.blame``)."""
+a ranked blame per method and a report (``agentgrad.runs.blame``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ _COLUMNS = ("method", "blamed", "node", "score", "prompts to repair", "next")
 
 
 def blame_cells(row: dict) -> list[str]:
-    """One row of :meth:`TraceBlame.rows` as the table's cells, in the order of ``_COLUMNS``."""
+    """One verdict's :meth:`~agentgrad.blame.verdict.Verdict.row` as the table's cells, in the order of ``_COLUMNS``."""
     return [str(row["method"]), str(row["agent"] or "-"),
             f"n{row['node']} {row['kind']}" if row["node"] is not None else "-",
             f"{row['score']:.4g}" if row["score"] is not None else "-", ", ".join(row["repair"]) or "-",
@@ -99,7 +99,7 @@ def blame_command(
     from agentgrad.blame.methods import check_expected, select_methods
     from agentgrad.core.files import check_new_output
     from agentgrad.errors import ConfigError, RunError
-    from agentgrad.importers.blame import blame_file, write_blame
+    from agentgrad.runs.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
     answers = Path(expected) if expected and Path(expected).is_file() else None
@@ -115,7 +115,7 @@ def blame_command(
         if losses is None and answers is None and not loss:
             raise ConfigError(f"{trace} is a folder: say what went wrong with --losses FILE, --expected FILE or "
                               f"--loss TEXT")
-        from agentgrad.importers.blame_set import book_of
+        from agentgrad.runs.blame_set import book_of
 
         books = (book_of(losses, "losses"), book_of(answers, "expected"))  # a bad file: its one line, before a model loads
     else:
@@ -146,18 +146,19 @@ def blame_command(
         run_set(trace, *books, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
         return
     with console.status("blaming") as status:
-        tb = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
+        tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
                         seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"))
-    written = write_blame(tb, out, top_k, seed)
-    node = tb.trace.nodes[tb.loss.targets[0]]
-    console.print(f"trace {tb.trace.id}: {len(tb.trace.calls())} calls of {len({c.name for c in tb.trace.calls()})} "
-                  f"agent(s), {sum(n.kind == 'tool' for n in tb.trace.nodes)} tool result(s); loss on n{node.id} "
+    written = write_blame(tv, out, top_k, seed)
+    tr = tv.data
+    node = tr.nodes[tv.verbal.targets[0]]
+    console.print(f"trace {tr.id}: {len(tr.calls())} calls of {len({c.name for c in tr.calls()})} "
+                  f"agent(s), {sum(n.kind == 'tool' for n in tr.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})", highlight=False, markup=False)
-    print_blame_rows(tb.rows(), console)
+    print_blame_rows([v.row() for v in tv.methods.values()], console)
     from agentgrad.blame.confidence import confidence, short_line
 
-    console.print(short_line(confidence(tb.outcomes)), highlight=False, markup=False)  # wrapped at the width
-    readers = {m: o.reader for m, o in tb.outcomes.items() if o.reader}  # what a fact is (blame/facts.py)
+    console.print(short_line(confidence(tv.methods)), highlight=False, markup=False)  # wrapped at the width
+    readers = {m: v.reader for m, v in tv.methods.items() if v.reader}  # what a fact is (blame/facts.py)
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
     res = write_report(out, overwrite=overwrite or resume)  # --overwrite: the folder's report.html too

@@ -78,4 +78,4 @@ def collect(sample: str, trace: Trace, loss: VerbalLoss, outcome: Any, results: 
     rendered = {a: render_trajectories(trace, [t for t in trajs if a in t.agents], max_node_chars, max_chars)
                 for a in excerpts}
     return Collected(sample, trajs, loss, rendered, excerpts, sorted({n.name for n in trace.calls()}),
-                     outcome.agents if outcome else [], pairs, prompt_scores(results, trajs))
+                     outcome.repair if outcome else [], pairs, prompt_scores(results, trajs))

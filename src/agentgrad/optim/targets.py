@@ -6,7 +6,7 @@ the scripted one) first writes the target of the call the loss attaches to, from
 loss; then, walking the kept edges of the attribution graph backward (only the sources the GBC
 weights say mattered, top-k), writes for each source call the output it should have produced so
 that its reader reaches its own target. The edges walked are a parents map: in the optimisation
-loop, the edges the blame method walked (:class:`agentgrad.blame.outcome.BlameOutcome`); from a
+loop, the edges the blame method walked (:class:`agentgrad.blame.verdict.Verdict`); from a
 graph, its kept top-k edges (:func:`agentgrad.blame.walk.kept_parents`). A tool result between two
 calls is passed through: the call that asked for the tool gets a target written from the tool's
 result. Inputs get none. A call read by several calls takes the target written for the reader

@@ -125,13 +125,13 @@ def team_view(part: dict[str, Any], links: dict[tuple[str, str], int]) -> dict[s
         if v.status != "blamed":
             continue
         pick = v.methods.get(primary) if primary else None
-        agent = (pick.blamed() or ["(nothing)"])[0] if pick else "(nothing)"
+        agent = (pick.blamed_agents() or ["(nothing)"])[0] if pick else "(nothing)"
         failures.setdefault(agent, []).append({
             "trace": v.trace, "link": links.get(("", v.trace)),
             "wrong": v.wrong, "loss": v.loss, "note": v.note,
-            "picks": {m: ", ".join(x.blamed()) or "-" for m, x in v.methods.items()}})
+            "picks": {m: ", ".join(x.blamed_agents()) or "-" for m, x in v.methods.items()}})
     skipped = []
-    for status in ("succeeded", "malformed", "unblamed"):
+    for status in ("succeeded", "malformed", "unblamed", "error"):
         these = [v for v in verdicts if v.status == status]
         if these:
             skipped.append({"status": status, "n": len(these), "rows": these[:SHOWN_SKIPPED],

@@ -1,7 +1,7 @@
 """A read-only view of an optimisation run directory's files (the layout of
 :mod:`agentgrad.runs.store`): what the report, the demo and the interrupt line read of a run,
 without creating, checking or claiming anything there; and :func:`read_verdicts`, the reader of a
-blamed set's ``verdicts.jsonl`` (written by :mod:`agentgrad.importers.blame_set`).
+blamed set's ``verdicts.jsonl`` (written by :mod:`agentgrad.runs.blame_set`).
 
 :class:`~agentgrad.runs.store.RunStore` (the one write path) reads through this view too, so every
 file name of a run lives here and in the checkpoint format (:mod:`agentgrad.runs.checkpoint`).

@@ -3,12 +3,12 @@
 ``agentgrad blame FOLDER --expected answers.jsonl`` is :func:`blame_set`. The source is a file of
 many traces (chat JSONL, OTLP spans), a folder of trace files, or a run directory (its
 ``traces/``). Each trace gets its loss from a losses file or an expected-answers file
-(:mod:`agentgrad.importers.expected`), or the default loss; it is blamed by
-:func:`agentgrad.importers.blame.blame_trace` (one scorer, loaded once, for all), and its
+(:mod:`agentgrad.blame.expected`), or the default loss; it is blamed by
+:func:`agentgrad.runs.blame.blame_trace` (one scorer, loaded once, for all), and its
 :class:`~agentgrad.blame.team.TraceVerdict` is appended to ``OUT/verdicts.jsonl`` at once, so an
 interrupted run resumes (``resume=True``) without redoing a finished trace. A trace that cannot be
 read or blamed (broken records, an error that is the trace's own) is recorded as ``malformed`` with
-its reason and the rest go on; a trace whose output gives the expected answer is ``succeeded``; one
+its reason and the rest go on (a bug of agentgrad's as ``error``, or with ``debug`` a traceback); a trace whose output gives the expected answer is ``succeeded``; one
 with no loss is ``unblamed``. At the end ``OUT/blame.json`` holds the team verdict
 (:func:`~agentgrad.blame.team.team_verdict`) and ``OUT/traces.jsonl`` the blamed traces (one a line,
 each verdict naming its line's byte offset), which the report shows.
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from agentgrad.api import verbal_loss
+from agentgrad.blame.expected import LossBook, LossEntry, check_answer, read_book
+from agentgrad.blame.losses import verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical
-from agentgrad.blame.team import MethodVerdict, TeamVerdict, TraceVerdict, team_verdict, trace_confidence
+from agentgrad.blame.team import TeamVerdict, TraceVerdict, team_verdict, trace_confidence
 from agentgrad.core.files import RunFiles, append_line, check_new_output
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.importers.base import ImportResult
-from agentgrad.importers.blame import TraceBlame, blame_trace, scorer_for
-from agentgrad.importers.expected import LossBook, LossEntry, check_answer, read_book
 from agentgrad.importers.spans import import_file
+from agentgrad.runs.blame import blame_trace, scorer_for
 from agentgrad.runs.stored import VERDICTS_FILE, read_verdicts
 
 VERDICTS = VERDICTS_FILE
@@ -165,20 +165,6 @@ def plan_loss(trace: Trace, key: str, books: list[LossBook], loss: str | None, w
     if c.success:
         return _Plan("succeeded", c.note, expected=entry.expected)
     return _Plan("blamed", loss=c.loss, wrong=c.wrong, expected=entry.expected, note=c.note)
-
-
-def method_verdicts(tb: TraceBlame) -> dict[str, MethodVerdict]:
-    """Each method's verdict of one blamed trace: its row (top entry, agents to repair), the top
-    score and the next node's, the agents of its blamed paths."""
-    out = {}
-    for row in tb.rows():
-        o = tb.outcomes[row["method"]]
-        top = o.ranking[0] if o.ranking else None
-        nxt = next((b for b in o.ranking if top is not None and b.node != top.node), None)
-        scores = [float(b.score) for b in (top, nxt) if b is not None]
-        out[row["method"]] = MethodVerdict(row["agent"], row["node"], row["kind"], list(row["repair"]), scores,
-                                           [list(t.agents) for t in o.trajectories])
-    return out
 
 
 def _append(path: Path, line: str) -> int:
@@ -324,7 +310,7 @@ def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: li
             vl = verbal_loss(trace, plan.loss or "", expected=plan.expected)
             v.wrong, v.note = None, (f"the wrong text {plan.wrong[:80]!r} is not in its final output: blamed on "
                                      f"the whole answer")
-        tb = blame_trace(trace, vl, names, sc, seed, top_k, judge)
+        blamed = blame_trace(trace, vl, names, sc, seed, top_k, judge)
     except AgentgradError as e:
         return TraceVerdict(key, "malformed", reason=f"cannot be blamed: {e}", source=where, loss=plan.loss)
     except Exception as e:  # a bug of agentgrad's, not the trace's: counted apart, never hidden as malformed
@@ -332,7 +318,7 @@ def _blame_one(key: str, trace: Trace | None, where: str, broken: str, books: li
             raise
         return TraceVerdict(key, "error", reason=f"agentgrad failed on it ({type(e).__name__}: {e}); this is a bug: "
                             f"rerun with --debug for the traceback", source=where, loss=plan.loss)
-    v.methods = method_verdicts(tb)
+    v.methods = blamed.methods
     c = trace_confidence(v.methods)
     v.confidence = {k: x for k, x in c.to_dict().items() if k != "measured"} if c.value is not None else None
     v.target = vl.targets[0] if vl.targets else None
