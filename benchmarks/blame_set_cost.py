@@ -1,4 +1,4 @@
-"""How long blaming a set of failed traces takes (issue 81's target: 1,000 traces, model-free methods, under 30 s on 2 cores).
+"""How long blaming a set of failed traces takes (target: 1,000 traces, model-free methods, under 30 s on 2 cores).
 
 The set is ``agentgrad.testing.chatset``'s: N chat traces in one JSONL file, three in four failed
 (a planted fault in the researcher, its tool or the planner), with their expected answers. Timed:

@@ -7,7 +7,7 @@ is timed by wall clock and by the CPU time of the command's own processes (user 
 ``getrusage`` of the children), and the figures are the two ratios, with-neighbour / alone, measured
 in the same run so that the machine is the same. On N cores a fair share of a machine shared with
 one job of N threads is about 2x the wall time; CPU time that grows well above 1x means threads
-that spin while they wait (issue 82: 4.8x wall and 2.5x CPU before the thread layout was chosen).
+that spin while they wait (4.8x wall and 2.5x CPU before the thread layout was chosen).
 
     python benchmarks/contention.py                          # the demo: agentgrad demo --out TMP
     python benchmarks/contention.py --command bench-blame    # agentgrad bench blame, model-free + SmolLM2

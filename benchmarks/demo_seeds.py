@@ -1,4 +1,4 @@
-"""How typical is the demo? The same demo on several seeds of its training sample (issue 83, item 7).
+"""How typical is the demo? The same demo on several seeds of its training sample.
 
 The demo (``agentgrad demo``: ``examples/lookup`` on SmolLM2-135M-Instruct) runs with
 ``trainer.seed`` 0 (the demo itself) and the next seeds; the seed orders the training sample, so it

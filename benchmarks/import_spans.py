@@ -1,4 +1,4 @@
-"""How long an OpenInference export of N spans takes to import (issue 48's target: 10,000 spans <= 5 s on 2 cores).
+"""How long an OpenInference export of N spans takes to import (target: 10,000 spans <= 5 s on 2 cores).
 
 Two shapes, both written by ``agentgrad.testing.oispans``: ``episodes`` (runs of the LangGraph
 supervisor app of the tests, 12 spans each: many short traces) and ``long`` (one trace, an agent

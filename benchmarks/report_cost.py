@@ -9,7 +9,7 @@ existing run directory instead.
 
     python benchmarks/report_cost.py [--n 1000] [--episodes 20] [--keep DIR] [--json FILE]
 
-Prints one line per figure, e.g. ``report size: 6.1 MB``. Targets (issue 13): under 20 MB, opens in
+Prints one line per figure, e.g. ``report size: 6.1 MB``. Targets: under 20 MB, opens in
 under 3 s. Needs the MultiWOZ data (AGENTGRAD_DATA_DIR), playwright and a Chromium for the last figure.
 """
 

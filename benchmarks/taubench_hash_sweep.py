@@ -2,7 +2,7 @@
 
     python benchmarks/taubench_hash_sweep.py
 
-tests/test_taubench_env.py replays all 635 tasks too, but compares the two hashes on one replay in five
+tests/benchmarks/test_taubench_env.py replays all 635 tasks too, but compares the two hashes on one replay in five
 (dev, test) and one in 25 (train), the full hash being the slow one; this compares them on every
 replay. Prints the replays and hashes checked and the first task whose hashes differ; exits 1 on one,
 or when a replay changed the shared database. Needs the benchmark data ($AGENTGRAD_DATA_DIR).

@@ -13,7 +13,7 @@ ANSWER}``, the right answers) and the blame of the set as ``agentgrad blame SPAN
 writes it in ``blame.json`` (its ``seconds`` dropped): ``blame-provenance.json`` (``--method
 provenance``) and ``blame-default.json`` (no method named: the default method and provenance). An app
 whose files are there is not run again (``--resume``). The tests replay these files
-(``tests/test_team_verdict_apps.py``); the shares, as docs/blame-set.md quotes them:
+(``tests/integrations/test_team_verdict_apps.py``); the shares, as docs/blame-set.md quotes them:
 
     python benchmarks/team_verdict_apps.py --table --out records/team-verdict-apps
 

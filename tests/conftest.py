@@ -20,6 +20,35 @@ from agentgrad.benchmarks.data import data_dir  # noqa: E402
 if not os.environ.get("AGENTGRAD_DATA_DIR") and data_dir().is_dir():
     os.environ["AGENTGRAD_DATA_DIR"] = str(data_dir().resolve())
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository: README.md, docs/, benchmarks/, records/
+EXAMPLE = ROOT / "examples" / "pipeline"
+
+
+def llama_server_missing() -> str:
+    """Why the llama.cpp server tests cannot run here ("" when they can)."""
+    import importlib.util
+
+    from agentgrad.errors import ModelError
+    from agentgrad.models.spec import embedded_gguf
+
+    try:
+        embedded_gguf("smollm2")
+    except ModelError as e:
+        return str(e)
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "the llama.cpp server is not installed: pip install 'llama-cpp-python[server]' (or .[llamacpp])"
+    return ""
+
+
+def pipeline_trace(model_path, question="What is the capital of France?"):
+    """The example pipeline (extractor, planner -> answerer) run once on ``model_path``: its trace."""
+    from agentgrad.core.config import apply_model_override, load_system_config
+    from agentgrad.runs.graph_system import GraphSystem
+
+    cfg = load_system_config(EXAMPLE / "system.yaml")
+    apply_model_override(cfg, f"default={model_path}")
+    return GraphSystem(cfg).run({"question": question}).trace
+
 def run_script(script, *args, cwd=None, check=False) -> subprocess.CompletedProcess:
     """``python SCRIPT ARGS`` (a script of benchmarks/) run in this process: its stdout, stderr and exit
     status as :func:`subprocess.run` gives them, the script's folder first on ``sys.path`` and ``cwd`` the
@@ -94,7 +123,7 @@ def pytest_sessionfinish(session, exitstatus):
 def _tiny_cache(tmp_path_factory):
     """Tiny models of the ``tiny`` backend are built into a temporary cache, not ~/.cache. A model the
     user's cache holds converted already (SmolLM2 from its GGUF: about 20 s of CPU each session) is
-    linked in rather than converted again; tests/test_model_spec.py converts in caches of its own, so
+    linked in rather than converted again; tests/models/test_model_spec.py converts in caches of its own, so
     the conversion itself is still tested."""
     from agentgrad.models.spec import cache_dir
 

@@ -8,7 +8,7 @@ cases and over questions at once: :func:`crossed_bootstrap` resamples both, and
 
 The bootstrap resamples are those of plain loops of ``random.Random(seed)`` draws and ``sum()``: the
 draws are taken in bulk (once per shape) and the sums made in numpy, in the same order and rounding,
-so that every figure equals the pure-Python one to the last bit (tests/test_stats.py checks it).
+so that every figure equals the pure-Python one to the last bit (tests/benchmarks/test_stats.py checks it).
 """
 
 from __future__ import annotations

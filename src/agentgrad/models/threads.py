@@ -5,7 +5,7 @@ concurrent episode, :mod:`agentgrad.models.batching`) and the one attribution in
 passes, under the scorer's lock). PyTorch gives every thread that runs an operator its own OpenMP
 team of ``torch.get_num_threads()`` threads, and OpenMP threads that wait at a barrier **spin** by
 default: beside another job they take the CPU that job (or the other team) needs, so a run's CPU time
-grew 2.5x beside a two-thread neighbour (issue 82). The layout:
+grew 2.5x beside a two-thread neighbour. The layout:
 
 - waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``), set by the CLI before PyTorch loads
   (a program that imports agentgrad sets it itself, before it imports torch, if it wants the same);

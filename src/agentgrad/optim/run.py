@@ -35,7 +35,7 @@ def build_optimizer(cfg: OptimizeConfig, models: dict[str, Any]) -> Any:
                          oc.max_new_tokens)
 
 
-PROGRESS_EVERY = 30.0  # seconds: the longest a long phase goes without a printed line (issue 82)
+PROGRESS_EVERY = 30.0  # seconds: the longest a long phase goes without a printed line
 
 
 def step_line(e: dict[str, Any]) -> str:

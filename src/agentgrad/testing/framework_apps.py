@@ -1,6 +1,6 @@
 """Two real multi-agent apps, each instrumented by its official OpenInference instrumentor and exported
 by the OpenTelemetry SDK's OTLP JSON file exporter: what a user of agentgrad already has (the apps of
-``tests/test_framework_apps.py`` and of ``benchmarks/team_verdict_apps.py``, which records their sets).
+``tests/integrations/test_framework_apps.py`` and of ``benchmarks/team_verdict_apps.py``, which records their sets).
 
 - :func:`langgraph_supervisor`: a LangGraph ``StateGraph`` with a supervisor and two workers (a
   researcher and an analyst). Every node calls the model through LangChain's ``ChatOpenAI``; the

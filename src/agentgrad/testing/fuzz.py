@@ -5,7 +5,7 @@ optimisation configs, inputs files, traces and attribution files: valid, truncat
 binary). The property: the exit code is 0, or it is non-zero with a one-line message on stderr;
 never a traceback; never a file written outside the folder given as ``--out`` (or ``--dump-db``; for ``report`` without
 ``--out``, its default page beside the run or trace).
-Used by ``tests/test_fuzz_cli.py`` (a bounded number of examples) and ``benchmarks/fuzz_cli.py``
+Used by ``tests/cli/test_fuzz_cli.py`` (a bounded number of examples) and ``benchmarks/fuzz_cli.py``
 (many more).
 """
 

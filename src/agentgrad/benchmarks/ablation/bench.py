@@ -20,7 +20,7 @@ figure is reported on the data that chose it:
    - ``gbc`` (``gbc:max_l1:targeted:carry``), ``paper`` (``gbc:mean_l1:whole:path``),
      ``provenance`` (string provenance, no model), ``random`` (one upstream call), ``all`` (every
      upstream call), ``oracle`` (``agent:NAME``, the bugged agent).
-   - the factorial cells (``CELLS``, issue 83; ``--methods factorial``: the 12 cells and ``noop``):
+   - the factorial cells (``CELLS``, docs/ablation-factorial.md; ``--methods factorial``: the 12 cells and ``noop``):
      ``AGENT/LINE``, one operator (:class:`~agentgrad.optim.edit.EditOptimizer`: remove one line of
      each blamed agent's prompt, whatever ``--optimizer`` says), two choices crossed: which agent
      (``gbc``, ``provenance``, ``random``, ``oracle``: the blame method) and which of its lines
@@ -66,7 +66,7 @@ ARMS = {"noop": "random", "random_line": "random", "gbc": DEFAULT_METHOD, "paper
 NULL_ARMS = ("noop", "random_line")  # their edit ignores the blame (its accuracy is not reported)
 METHODS = ARMS
 OPTIMIZERS = ("edit", "deterministic", "llm")
-# the factorial (issue 83): which agent (the blame method) x which of its lines (the edit optimizer's line rule)
+# the factorial (docs/ablation-factorial.md): which agent (the blame method) x which of its lines (the edit optimizer's line rule)
 CELL_AGENTS = {"gbc": DEFAULT_METHOD, "provenance": "provenance", "random": "random", "oracle": "agent:{bugged}"}
 CELLS = {f"{a}/{line}": (m, line) for a, m in CELL_AGENTS.items() for line in LINE_RULES}
 FACTORIAL = [*CELLS, "noop"]  # what --methods factorial runs

@@ -126,7 +126,7 @@ def _manager() -> dict[str, Any]:
 
 SYSTEMS = {"pipeline": _pipeline, "fanin": _fanin, "manager": _manager}
 
-# --- the long prompt set (issue 83): every agent's prompt 13-16 lines, as agent prompts are written
+# --- the long prompt set (docs/ablation-factorial.md): every agent's prompt 13-16 lines, as agent prompts are written
 # (role, rules, output format, an example); the role line is the short prompt's first sentence, and
 # the protected sentence of the final agents is kept. The example's record (Ada, Nice, mole, gold)
 # shares no value with the benchmark's records, so a copied example answer is wrong.

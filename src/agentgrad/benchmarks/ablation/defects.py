@@ -1,7 +1,7 @@
 """The ablation's defect instances: each defect family in several wordings, positions and agents.
 
 One wording of one family in one agent is one instance; a family's damage is known only over many
-(issue 47: with one instance per family, a case's "recovery" was one or two questions). An instance
+(with one instance per family, a case's "recovery" was one or two questions). An instance
 is a single line planted in one agent's prompt, at one of three positions: ``first`` (before the
 agent's role sentence), ``second`` (right after it) or ``last`` (after the whole prompt).
 

@@ -1,4 +1,4 @@
-"""The ablation's compact records: one JSON line per noise edit, screened case and run (issue 83).
+"""The ablation's compact records: one JSON line per noise edit, screened case and run.
 
 A benchmark folder holds run directories, the reply memo and long per-step notes; what its figures
 need is much less. ``OUT/records.jsonl`` (rewritten after every chunk from ``noise.jsonl``,

@@ -1,4 +1,4 @@
-"""The ablation's statistics, matched to its design (issue 47).
+"""The ablation's statistics, matched to its design (docs/ablation.md).
 
 Every arm's figure is a **per-question paired delta against the bugged system**: a run's test
 result on question q minus the bugged system's on the same q (greedy decoding: the bugged system is
@@ -264,7 +264,7 @@ def markdown_table(summary: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-# --- the factorial (issue 83; pre-registered in docs/ablation-factorial.md) ------------------------
+# --- the factorial (pre-registered in docs/ablation-factorial.md) ------------------------
 FACTORIAL_AGENTS = ("gbc", "provenance", "random", "oracle")
 FACTORIAL_LINES = ("grad", "string", "random_line")
 # (label, a, b): each read as a - b, paired per question against the bugged system

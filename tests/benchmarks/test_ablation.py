@@ -26,7 +26,7 @@ from agentgrad.benchmarks.ablation.figure import write_figures
 from agentgrad.benchmarks.stats import crossed_bootstrap, stratified_permutation_corr
 from agentgrad.blame.methods import canonical, needs_scorer, select_methods
 from agentgrad.blame.outcome import blame_episode
-from conftest import run_script
+from conftest import ROOT, run_script
 from agentgrad.cli import main
 from agentgrad.core.agent import Prompt
 from agentgrad.errors import RegistryError
@@ -238,7 +238,7 @@ def test_the_subset_table_script_keeps_the_chosen_seeds_and_systems_and_pairs_tw
     noise += [dict(n, system="fanin") for n in noise]
     for name, data in (("cases", cases_rows), ("results", rows), ("noise", noise)):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in data))
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ablation_table.py"
+    script = ROOT / "benchmarks" / "ablation_table.py"
     run = lambda *a: run_script(script, tmp_path, "--resamples", "50", *a)  # noqa: E731
     out = run("--seeds", "0", "--systems", "fanin", "--pairs", "oracle-random")
     assert out.returncode == 0, out.stderr

@@ -19,14 +19,7 @@ from agentgrad.cli import main
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.tiny import build_tiny_model
 from agentgrad.examples import PIPELINE
-from agentgrad import GraphSystem
-from agentgrad.core.config import load_system_config, apply_model_override
-
-
-def pipeline_trace(model_path, question="What is the capital of France?"):
-    cfg = load_system_config(PIPELINE / "system.yaml")
-    apply_model_override(cfg, f"default={model_path}")
-    return GraphSystem(cfg).run({"question": question}).trace
+from conftest import pipeline_trace
 
 
 def tool_trace():

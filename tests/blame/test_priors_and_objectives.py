@@ -21,10 +21,9 @@ from agentgrad.blame.methods import get_blame_method, model_free, select_methods
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.blame.priors import POSITIONS
 from agentgrad.importers.whowhen import whowhen_trace
-from conftest import run_script
-from test_attribution import pipeline_trace
+from conftest import ROOT, run_script
+from conftest import pipeline_trace
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def log(roles, step=0, agent="A", truth="42", id="t", subset="hand"):

@@ -19,6 +19,7 @@ from agentgrad.core.config import model_spec_from_value
 from agentgrad.errors import ModelError
 from agentgrad.models import spec
 from agentgrad.models.spec import EMBEDDED, converted_gguf, embedded_gguf, resolve_model_path
+from conftest import ROOT
 
 try:
     SMOL_GGUF = embedded_gguf("smollm2")
@@ -94,8 +95,8 @@ def test_unsupported_architecture_is_one_line(tmp_path):
 def test_cli_names_the_problem_without_traceback(tmp_path, capsys):
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a model")
-    code = main(["run", str(Path(__file__).parent.parent / "examples/pipeline/system.yaml"), "--inputs",
-                 str(Path(__file__).parent.parent / "examples/pipeline/inputs.jsonl"), "--out", str(tmp_path / "r"),
+    code = main(["run", str(ROOT / "examples/pipeline/system.yaml"), "--inputs",
+                 str(ROOT / "examples/pipeline/inputs.jsonl"), "--out", str(tmp_path / "r"),
                  "--model", f"default=gguf:{junk}"])
     err = capsys.readouterr().err
     assert code != 0 and "not a GGUF file" in err and "Traceback" not in err

@@ -9,9 +9,9 @@ from agentgrad import ConfigError, GraphError, GraphSystem, Trace
 from agentgrad.cli import main
 from agentgrad.core.config import SystemConfig, apply_model_override, load_system_config
 from agentgrad.models.fake import FakeModel
-from conftest import assert_spans_exact
+from conftest import ROOT, assert_spans_exact
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"
+EXAMPLE = ROOT / "examples" / "pipeline"
 
 
 def cfg_of(agents, inputs=("q",), models=("default",)):

@@ -49,7 +49,7 @@ def test_demo_writes_the_whole_run_directory(demo_run):
 
 def test_demo_bullets_come_from_each_agents_own_failures(demo_run):
     """Each new Warning bullet of an agent names a loss of a sample of that step whose trajectories it is
-    on, with its own output in that sample as the example; no bullet twice (issue 27, item 5)."""
+    on, with its own output in that sample as the example; no bullet twice."""
     R = demo_run
     samples: list[str] = []
     checked = 0
@@ -355,7 +355,7 @@ def test_a_runs_config_with_a_removed_secret_is_refused(tmp_path):
 
 
 def test_a_long_phase_prints_a_line_at_least_every_30_seconds(tmp_path, monkeypatch, capsys):
-    """Issue 82: the validation and test phases emit no sample events, and printed nothing for minutes on
+    """The validation and test phases emit no sample events, and printed nothing for minutes on
     a loaded machine; each question run is now a progress event, printed at most PROGRESS_EVERY apart."""
     from agentgrad.cli import main
     from agentgrad.optim import run

@@ -1,4 +1,4 @@
-"""The team-level verdict on real apps (issue 81's first target): the LangGraph supervisor app and the
+"""The team-level verdict on real apps : the LangGraph supervisor app and the
 OpenAI Agents SDK app of :mod:`agentgrad.testing.framework_apps`, each run on 20 inputs into one OTLP
 file with a defect planted in one agent (its tool reads the next row of its table, so every answer it
 gives is another input's), and an expected-answers file written as a user would have it (``{"input":
@@ -12,7 +12,7 @@ committed spans: provenance's blame of each set (seconds, from the CLI and from 
 verdicts against what ``blame_set`` computes now, and the default method's (the SmolLM2 scorer's
 gradients) on the Agents SDK set (slow: 63 s on 2 shared cores, 2026-12-03); the LangGraph set's
 default-method verdict (299 s when it was recorded) is checked from its record. The live capture of each app is tested by
-``tests/test_framework_apps.py`` (one input each).
+``tests/integrations/test_framework_apps.py`` (one input each).
 """
 
 import json
@@ -26,9 +26,8 @@ from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.cli import main
 from agentgrad.importers import import_otel
 from agentgrad.testing import framework_apps as apps
-from conftest import smollm2_missing
+from conftest import ROOT, smollm2_missing
 
-ROOT = Path(__file__).parent.parent
 RECORDS = ROOT / "records" / "team-verdict-apps"
 
 

@@ -1,4 +1,4 @@
-"""What a new user hit (issue 48, item 5): the demo's banner before an --out error, a report of a passed
+"""What a new user hits first: the demo's banner before an --out error, a report of a passed
 sample reading "blamed" with nothing after it, and a bare arrow for a step without validation."""
 
 import json

@@ -24,7 +24,7 @@ from agentgrad.examples import PIPELINE
 from agentgrad.models.fake import FakeModel
 from agentgrad.optim.config import OptimizeConfig
 from agentgrad.optim.tasks import Score
-from conftest import IdealScorer
+from conftest import IdealScorer, ROOT
 
 BENCH_NAMES = select_methods("all", judge=True)  # every name `bench blame --methods` accepts
 
@@ -188,7 +188,7 @@ def test_the_registry_is_one_table_and_the_help_the_error_and_the_docs_are_made_
 
     names = [n for f in FAMILIES for n, _ in f.names()]
     assert names == list_blame_methods() and len(names) == len(set(names)) == 186
-    page = (Path(__file__).parents[1] / "docs" / "blame.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "blame.md").read_text(encoding="utf-8")
     block = page.split("<!-- registry: made from FAMILIES -->\n", 1)[1].split("\n<!-- /registry -->", 1)[0]
     assert block == registry_markdown(), "docs/blame.md's registry table is stale: paste registry_markdown()"
     res = CliRunner().invoke(app, ["bench", "blame", "--help"], env={"COLUMNS": "400"})

@@ -1,4 +1,4 @@
-"""The factorial repair ablation (issue 83): one edit operator, which agent x which line crossed; the
+"""The factorial repair ablation (docs/ablation-factorial.md): one edit operator, which agent x which line crossed; the
 long prompt set; the memo of scores by prompts; the compact records and their table."""
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from agentgrad.benchmarks.ablation.records import read_records
 from agentgrad.benchmarks.ablation.summary import CONTRASTS, compare_arms, discordant, factorial_markdown
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import DEFAULT_METHOD
-from conftest import run_script
+from conftest import ROOT, run_script
 from agentgrad.cli import main
 from agentgrad.core.agent import Prompt
 from agentgrad.optim.edit import LINE_RULES, EditOptimizer, sentences, string_scores
 from agentgrad.optim.optimizer import Failure, StepInput
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args):

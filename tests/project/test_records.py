@@ -21,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_script
+from conftest import ROOT, run_script
 
-ROOT = Path(__file__).parent.parent
 INDEX = json.loads((ROOT / "records" / "index.json").read_text(encoding="utf-8"))
 GROUPS = INDEX["groups"]
 # a number as a page or a table prints it: 0.38, -0.089, +0.00, 1,167, 9200, 1e-28, p=9.4e-08; not the

@@ -12,7 +12,7 @@ from agentgrad.benchmarks.planted.bench import Cost, run_benchmark, summarize, t
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError
-from conftest import IdealScorer, assert_spans_exact, run_script
+from conftest import IdealScorer, ROOT, assert_spans_exact, run_script
 
 
 def cli(*args):
@@ -684,7 +684,7 @@ def test_token_candidates_scores_a_dump_by_hand(tmp_path):
            "contrast": {"l1": [9.0, 1.0, 1.0, 1.0], "gxi": [9.0, 0.0, 1.0, 1.0]}}
     dump = tmp_path / "d.jsonl"
     dump.write_text(json.dumps(one) + "\n" + json.dumps(two) + "\n")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "token_candidates.py"
+    script = ROOT / "benchmarks" / "token_candidates.py"
     out = run_script(str(script), "score", str(dump))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("2 episodes (")
@@ -773,7 +773,7 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
             rec("fanin", 1.0, 1.0, 0.0, 1.0)]
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(summarize(recs, ["gbc:max_l1:targeted:follow", "provenance"])))
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "blame_table.py"
+    script = ROOT / "benchmarks" / "blame_table.py"
     out = run_script(str(script), str(path), "--compact")
     assert out.returncode == 0, out.stderr
     assert "### transformed (4 episodes: chain 2, fanin 2)" in out.stdout

@@ -20,8 +20,9 @@ from agentgrad.models.breaker import Breaker, refused_or_unknown
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.openai_compat import OpenAIModel
 from agentgrad.models.serve import OpenAICompatServer
+from conftest import ROOT
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"
+EXAMPLE = ROOT / "examples" / "pipeline"
 MSGS = [{"role": "user", "content": "x"}]
 
 

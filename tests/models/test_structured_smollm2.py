@@ -88,7 +88,9 @@ def test_smollm2_on_the_llama_cpp_server_replies_only_in_the_shapes(request):
     """llama-cpp-python 0.3.36 takes response_format {"type": "json_object", "schema": ...} (its
     json_schema type is refused with a 500): the backend steps down to it once, and every reply after
     is decoded under the schema."""
-    from test_llama_server import REASON as SERVER_REASON
+    from conftest import llama_server_missing
+
+    SERVER_REASON = llama_server_missing()
 
     if SERVER_REASON:
         pytest.skip(f"llama.cpp server tests: {SERVER_REASON}")

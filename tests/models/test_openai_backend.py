@@ -9,9 +9,9 @@ from agentgrad.models.fake import FakeModel
 from agentgrad.models.hf import HFModel
 from agentgrad.models.openai_compat import OpenAIModel
 from agentgrad.models.serve import OpenAICompatServer
-from conftest import assert_spans_exact
+from conftest import ROOT, assert_spans_exact
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"
+EXAMPLE = ROOT / "examples" / "pipeline"
 FAST = dict(backoff_initial=0.01, backoff_max=0.05)
 
 
@@ -52,7 +52,7 @@ def test_retries_then_clear_errors():
         assert srv.stats["requests"] == 3
         with pytest.raises(ModelError, match="failed after 3 attempt"):
             asyncio.run(_agen(model, [{"role": "user", "content": "x"}]))
-    # a server that is not there at all: tests/test_server_failfast.py
+    # a server that is not there at all: tests/models/test_server_failfast.py
     with OpenAICompatServer(FakeModel([])) as srv:  # the script is empty: the server answers 400
         model = OpenAIModel(name="m", model="tiny", base_url=srv.base_url, **FAST)
         with pytest.raises(ModelError, match="refused the request"):

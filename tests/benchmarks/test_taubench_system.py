@@ -18,7 +18,7 @@ from agentgrad.cli import main
 from agentgrad.errors import ConfigError
 from agentgrad.models.fake import FakeModel
 from agentgrad.models.serve import OpenAICompatServer
-from conftest import assert_spans_exact
+from conftest import ROOT, assert_spans_exact
 
 pytestmark = pytest.mark.skipif(
     not (Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "taubench_retail").is_dir(),
@@ -352,7 +352,7 @@ def test_user_temperature_is_passed_and_recorded(tmp_path):
 
 def test_a_run_where_every_conversation_fails_exits_non_zero(tmp_path, capsys):
     prompts = tmp_path / "single.yaml"
-    packaged = Path(__file__).parents[1] / "src" / "agentgrad" / "benchmarks" / "taubench" / "prompts" / "single.yaml"
+    packaged = ROOT / "src" / "agentgrad" / "benchmarks" / "taubench" / "prompts" / "single.yaml"
     prompts.write_text(packaged.read_text().replace("default: {backend: tiny, max_context: 32768}",
                                                     "default: {backend: tiny, max_context: 256}"))
     code = main(["bench", "taubench", "evaluate", "--out", str(tmp_path / "run"), "--tasks", "0-1", "--system",

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agentgrad.cli import main
+from conftest import ROOT
 
-ROOT = Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"```([a-z]*)\n(.*?)```", re.S)
 

@@ -1,4 +1,4 @@
-"""Issue 82's rough edges, met as a new user meets them: the blame table at 80 columns, --method
+"""The command line as a new user meets it: the blame table at 80 columns, --method
 taken literally, every "pass --resume" hint true where it is printed, and binary or empty files."""
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def test_binary_and_empty_files_get_one_line_saying_what_they_are(tmp_path, caps
 
 
 def test_the_step_lines_and_the_demo_say_what_happened_in_words():
-    """Issue 82: the step line and the demo's edit lines named event keys ("update frequency 0.67",
+    """The step line and the demo's edit lines named event keys ("update frequency 0.67",
     "blamed reader x2", "Warning bullets (no sentence to remove)"); they now say what happened."""
     from agentgrad.examples.demo import plain
     from agentgrad.optim.run import step_line
@@ -291,7 +291,7 @@ def test_the_step_lines_and_the_demo_say_what_happened_in_words():
 @pytest.mark.parametrize("argv", [["bench", "ablation", "--model", "tiny", "--systems", "pipeline"],
                                   ["bench", "inject", "--model", "tiny", "--questions", "1"]])
 def test_a_benchmark_out_that_holds_no_benchmark_is_not_told_to_resume(tmp_path, capsys, argv):
-    """Issue 82: `bench ablation` and `bench inject` told any non-empty --out to "pass --resume"; a folder
+    """`bench ablation` and `bench inject` told any non-empty --out to "pass --resume"; a folder
     they did not write has nothing to resume, and following the advice wrote into it."""
     out = tmp_path / "notes"
     out.mkdir()

@@ -14,7 +14,7 @@ from agentgrad.benchmarks.multiwoz.standard import standard_response
 from agentgrad.benchmarks.multiwoz.standard_input import predicted_state, slot_domains, standard_state
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
-from conftest import run_script
+from conftest import ROOT, run_script
 
 DATA = Path(os.environ.get("AGENTGRAD_DATA_DIR", "data")) / "multiwoz"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="MultiWOZ data not found (set AGENTGRAD_DATA_DIR)")
@@ -182,7 +182,7 @@ def test_a_dialogue_with_fewer_turns_is_scored_on_the_turns_it_has(tmp_path, cap
 
 
 def test_the_doc_page_commands_run(tmp_path, capsys):
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     doc = (root / "docs" / "multiwoz.md").read_text()
     script = root / "benchmarks" / "multiwoz_published.py"
     assert "python benchmarks/multiwoz_published.py /tmp/mwz_eval/predictions" in doc

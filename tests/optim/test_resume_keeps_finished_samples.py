@@ -1,5 +1,5 @@
 """A stop in the middle of a step keeps the samples already finished: the one line says so, and
---resume does not run them again (issue 48, item 5: Ctrl-C during the demo at 4/12 lost them)."""
+--resume does not run them again (Ctrl-C during the demo at 4/12 once lost them)."""
 
 import json
 

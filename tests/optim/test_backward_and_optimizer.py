@@ -130,7 +130,7 @@ def test_deterministic_optimizer_appends_warning_bullets():
 
 
 def two_failures():
-    """A step with two failed samples: q1 blames the planner, q2 the extractor (issue 27, item 5)."""
+    """A step with two failed samples: q1 blames the planner, q2 the extractor."""
     prompts = {"planner": Prompt("Plan."), "extractor": Prompt("Extract."), "answer": Prompt("Answer.")}
     f1 = Failure("q1", VerbalLoss.generic("Paris", "Lyon", "wrong city", [2]),
                  {"planner": "[agent planner] 'go to Lyon' -> LOSS q1"}, {"planner": ["go to Lyon"]})

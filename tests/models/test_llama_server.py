@@ -5,7 +5,6 @@ Skipped, with the reason, where the server extra or the SmolLM2 package is missi
 installs both).
 """
 
-import importlib.util
 import time
 from pathlib import Path
 
@@ -18,22 +17,18 @@ from agentgrad.core.config import apply_model_override, load_system_config
 from agentgrad.core.model import GenerationSettings
 from agentgrad.models.spec import embedded_gguf
 from agentgrad.testing.llama_server import LlamaServer
+from conftest import ROOT, llama_server_missing
 
-try:
-    GGUF = embedded_gguf("smollm2")
-    REASON = ""
-except ModelError as e:
-    GGUF, REASON = None, str(e)
-if GGUF is not None and importlib.util.find_spec("llama_cpp") is None:
-    REASON = "the llama.cpp server is not installed: pip install 'llama-cpp-python[server]' (or .[llamacpp])"
+REASON = llama_server_missing()
+GGUF = embedded_gguf("smollm2") if not REASON else None
 pytestmark = [pytest.mark.skipif(bool(REASON), reason=f"llama.cpp server tests: {REASON}"), pytest.mark.slow]
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "pipeline"
+EXAMPLE = ROOT / "examples" / "pipeline"
 
 
 @pytest.fixture(scope="module")
 def server(llama_server):
-    return llama_server  # the session's one chatml server (conftest), shared with tests/test_structured_smollm2.py
+    return llama_server  # the session's one chatml server (conftest), shared with tests/models/test_structured_smollm2.py
 
 
 def test_run_generated_by_the_server_attributed_on_the_same_weights(server, smollm2_scorer):

@@ -1,4 +1,4 @@
-"""The held-out test split of an optimisation run (issue 47, item 6): ``trainer.test`` scores the
+"""The held-out test split of an optimisation run : ``trainer.test`` scores the
 starting and the final prompts on questions no step and no gate read; the demo prints it."""
 
 from __future__ import annotations

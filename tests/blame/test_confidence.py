@@ -17,9 +17,8 @@ from agentgrad.blame.confidence import (PACKAGE_FILE, agrees, confidence, confid
 from agentgrad.blame.context import Blame
 from agentgrad.blame.verdict import Verdict
 from agentgrad.errors import ConfigError
-from conftest import run_script
+from conftest import ROOT, run_script
 
-ROOT = Path(__file__).parent.parent
 SCRIPT = ROOT / "benchmarks" / "confidence_table.py"
 BLEND = "gbc:max_l1:targeted:blend"
 

@@ -17,7 +17,9 @@ from agentgrad.cli import main
 from agentgrad.importers import import_otel, import_spans
 from agentgrad.runs.blame import blame_file
 from conftest import assert_spans_exact
-from test_llama_server import REASON
+from conftest import llama_server_missing
+
+REASON = llama_server_missing()
 
 MISSING = [m for m in ("langgraph", "langchain_openai", "agents", "openinference.instrumentation.langchain",
                        "openinference.instrumentation.openai_agents", "opentelemetry.exporter.otlp.json.file")
@@ -32,7 +34,7 @@ if not WHY:
 
 @pytest.fixture(scope="module")
 def server(framework_server):
-    return framework_server  # the session's one server (conftest), shared with tests/test_team_verdict_apps.py
+    return framework_server  # the session's one server (conftest), shared with tests/integrations/test_team_verdict_apps.py
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ nor reads them through an imported module.
 from __future__ import annotations
 
 import ast
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -421,3 +422,19 @@ def test_the_broad_except_check_sees_a_library_call_and_passes_a_parser():
 def test_no_except_catches_key_type_or_index_errors_around_library_calls():
     bad = [w for p in library_and_benchmark_files() for w in broad_excepts_around_calls(p.read_text(encoding="utf-8"), str(p))]
     assert not bad, "an except that would hide a bug as bad input (catch the library's own errors instead):\n" + "\n".join(bad)
+
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def test_tests_are_grouped_by_package_and_name_no_issue():
+    """Tests live in a folder per package (or project/ for the repository's own checks), and no test,
+    library module or benchmark script names an issue: a file says what it checks, not why it was written."""
+    loose = sorted(p.name for p in TESTS.glob("test_*.py"))
+    assert not loose, f"tests outside a package folder: {loose}"
+    folders = {p.parent.name for p in TESTS.rglob("test_*.py")}
+    assert folders <= set(LAYERS) | {"project", "cli"}, folders
+    pattern = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+    named = [f"{p}:{n}" for root in (TESTS, SRC, BENCHMARKS) for p in sorted(root.rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not named, "name the behaviour, not the issue:\n" + "\n".join(named)
