@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from agentgrad.blame.team import (NOBODY, TraceVerdict, bootstrap_draws, common_trajectories, percentile_interval,
+from agentgrad.core.stats import percentile_interval
+from agentgrad.blame.team import (NOBODY, TraceVerdict, bootstrap_draws, common_trajectories,
                                   shares, team_verdict)
 from agentgrad.blame.verdict import Verdict
 

@@ -22,6 +22,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from agentgrad.core.stats import percentile_interval
+
 # Python 3.12 and later add floats in sum() with Neumaier's compensation, earlier ones left to right
 _COMPENSATED = sum([0.1] * 10) == 1.0
 _READ_AHEAD = 1.05  # words read for a block of rounds of draws: this much over the average
@@ -152,9 +154,8 @@ def paired(a: Sequence[float], b: Sequence[float], resamples: int = 2000, seed: 
             means.extend((_sum_terms(floats[rows.T], (len(rows),)) / n).tolist())
         else:
             means.extend(sum(map(d.__getitem__, row)) / n for row in rows.tolist())
-    means.sort()
     wins, losses = sum(x > 0 for x in d), sum(x < 0 for x in d)
-    return {"n": n, "diff": sum(d) / n, "ci95": [means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]],
+    return {"n": n, "diff": sum(d) / n, "ci95": list(percentile_interval(means)),
             "wins": wins, "losses": losses, "p": sign_test(wins, losses)}
 
 

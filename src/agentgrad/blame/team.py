@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.confidence import Confidence, confidence
 from agentgrad.blame.verdict import Verdict
+from agentgrad.core.stats import percentile_interval
 from agentgrad.core.trace import Trace
 
 if TYPE_CHECKING:
@@ -203,15 +204,6 @@ def bootstrap_draws(n: int, resamples: int, seed: int) -> list[list[int]]:
     return [rng.choices(idx, k=n) for _ in range(resamples)] if n else []
 
 
-def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """The percentile interval of bootstrap ``values`` (see the module docstring for the indices)."""
-    if not values:
-        return (0.0, 0.0)
-    v, r = sorted(values), len(values)
-    a = (1 - level) / 2
-    return (v[min(int(a * r), r - 1)], v[max(int((1 - a) * r) - 1, 0)])
-
-
 def agent_weights(verdicts: list[Verdict]) -> list[dict[str, float]]:
     """Per verdict, the unit of its failure split over the agents it is blamed on (:data:`NOBODY` if none)."""
     out = []
@@ -291,5 +283,5 @@ def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = Non
 
 
 __all__ = ["AgentShare", "Agreement", "agreement", "trace_confidence", "MethodTeam", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
-           "TrajectoryCount", "bootstrap_draws", "common_trajectories", "percentile_interval", "repair_order",
+           "TrajectoryCount", "bootstrap_draws", "common_trajectories", "repair_order",
            "shares", "team_verdict"]

@@ -1,5 +1,7 @@
 """Small statistics shared across layers: a mean with its 95% t interval (the ablation's summary
-and the report's figures of it)."""
+and the report's figures of it), and the percentile interval of bootstrap replicates that every
+bootstrap of the package reads its interval with (the team verdict's shares, the benchmarks' paired
+differences)."""
 
 from __future__ import annotations
 
@@ -19,3 +21,13 @@ def mean_ci(xs: list[float]) -> tuple[float, float, float]:
                                                                                              2.04 if n <= 30 else 1.96)
     h = t * sd / math.sqrt(n)
     return m, m - h, m + h
+
+
+def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap ``values``: the sorted values at ``int(a * R)`` and
+    ``int((1 - a) * R) - 1``, ``a = (1 - level) / 2``, R replicates ((0, 0) for none)."""
+    if not values:
+        return (0.0, 0.0)
+    v, r = sorted(values), len(values)
+    a = (1 - level) / 2
+    return (v[min(int(a * r), r - 1)], v[max(int((1 - a) * r) - 1, 0)])
