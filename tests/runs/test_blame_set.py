@@ -152,7 +152,7 @@ def test_malformed_traces_are_skipped_by_id_and_the_rest_go_on(tmp_path, monkeyp
     monkeypatch.setattr(bs, "blame_trace", fails_on_t5_and_t6)
     res = bs.blame_set(src, expected=exp, methods=["provenance"], out=tmp_path / "R", debug=False)
     bad = {t.trace: t.reason for t in res.by_status("malformed")}
-    assert set(bad) == {"chats.jsonl:3", "t5"} and "role 'robot'" in bad["chats.jsonl:3"]
+    assert set(bad) == {"chats.jsonl:3", "t5"} and "a log of 1 message" in bad["chats.jsonl:3"]
     assert "span 3 ends past its message" in bad["t5"]
     [bug] = res.by_status("error")
     assert bug.trace == "t6" and "TypeError" in bug.reason and "--debug" in bug.reason

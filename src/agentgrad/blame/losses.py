@@ -2,10 +2,14 @@
 
 :func:`verbal_loss` turns "what went wrong" (and optionally the wrong text and the right answer) into a
 :class:`~agentgrad.blame.backward.VerbalLoss` on a recorded trace, ``ag.verbal_loss`` in Python and the
-``--loss``/``--wrong``/``--expected`` of ``agentgrad blame``.
+``--loss``/``--wrong``/``--expected`` of ``agentgrad blame``; :func:`record_loss` locates a loss from
+a run's own record of what it should have done (tau-bench's ``reward_info``).
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
@@ -53,3 +57,75 @@ def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str |
     details = {"produced": node.text, **({"wrong": wrong} if wrong else {}),
                **({"expected": str(expected)} if expected is not None else {})}
     return VerbalLoss(str(text), [node.id], "generic", details, spans)
+
+
+READ_ONLY = ("get_", "find_", "list_")
+READ_ONLY_TOOLS = ("calculate", "think", "transfer_to_human_agents")
+LAST_WORDS = "the run failed its task"
+
+
+def is_write(tool: str) -> bool:
+    """Whether a tau-bench tool changes the database (reads: ``get_*``, ``find_*``, ``list_*``,
+    ``calculate``, ``think``, ``transfer_to_human_agents``)."""
+    return not tool.startswith(READ_ONLY) and tool not in READ_ONLY_TOOLS
+
+
+def _numbers(text: str, longest: int) -> list[re.Match[str]]:
+    """Standalone numbers of at most ``longest`` digits that are not an id after ``#``."""
+    return [m for m in re.finditer(r"(?<![#\w.,])\d+(?:[.,]\d+)?(?![\w])", text)
+            if len(re.sub(r"\D", "", m.group())) <= longest]
+
+
+def record_loss(trace: Trace) -> VerbalLoss | None:
+    """A loss located from the run's own record, where the trace carries one (a tau-bench result:
+    ``meta["reward_info"]`` and the task's expected actions and outputs, read by the importer); None
+    where it does not. Only expected values are read, never an annotator's words (docs/agentrx.md):
+
+    1. the first write call (:func:`is_write`) not among the expected actions: on that call;
+    2. else an expected write never made: on the last call;
+    3. else an expected output never said: on the first reply to the user stating another number
+       (that number the wrong text), else on the last reply to the user;
+    4. else on the last call.
+    """
+    info = trace.meta.get("reward_info")
+    task = trace.meta.get("task")
+    if not isinstance(info, dict) or not isinstance(task, dict):
+        return None
+    calls = trace.calls()
+    if not calls:
+        return None
+    expected = [a for a in task.get("actions") or [] if isinstance(a, dict) and is_write(str(a.get("name", "")))]
+    want = [(str(a.get("name")), json.dumps(a.get("kwargs") or {}, sort_keys=True)) for a in expected]
+    made: list[tuple[str, str]] = []
+    for c in calls:
+        for tc in c.tool_calls:
+            if not is_write(tc.name):
+                continue
+            key = (tc.name, json.dumps(tc.arguments, sort_keys=True))
+            if key not in want:
+                return VerbalLoss(f"The agent called {tc.name} with {key[1]}, which the task does not ask for; the "
+                                  f"task's writes: {want or 'none'}.", [c.id], "record",
+                                  {"produced": c.text, "rule": "write not expected", "expected": str(want)})
+            made.append(key)
+    missing = [w for w in want if w not in made]
+    if missing:
+        c = calls[-1]
+        return VerbalLoss(f"The agent never called {missing[0][0]} with {missing[0][1]}, which the task asks for.",
+                          [c.id], "record", {"produced": c.text, "rule": "write never made"})
+    outputs = ((info.get("info") or {}).get("outputs") or {}) if isinstance(info.get("info"), dict) else {}
+    unsaid = [str(v) for v, ok in outputs.items() if ok is False]
+    if unsaid:
+        v = unsaid[0]
+        replies = [c for c in calls if not c.tool_calls and c.text.strip()]
+        digits = len(re.sub(r"\D", "", v))
+        for c in replies if digits else []:
+            found = [m for m in _numbers(c.text, digits + 2) if re.sub(r"\D", "", m.group()) != re.sub(r"\D", "", v)]
+            if found:
+                return VerbalLoss(f"The user had to be told {v}; the agent said {found[0].group()}.", [c.id], "record",
+                                  {"produced": c.text, "wrong": found[0].group(), "expected": v,
+                                   "rule": "output stated wrong"}, {c.id: [found[0].span()]})
+        c = replies[-1] if replies else calls[-1]
+        return VerbalLoss(f"The user had to be told {v}, and never was.", [c.id], "record",
+                          {"produced": c.text, "expected": v, "rule": "output never said"})
+    c = calls[-1]
+    return VerbalLoss(f"{LAST_WORDS}.", [c.id], "record", {"produced": c.text, "rule": "none found"})

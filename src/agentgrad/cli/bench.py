@@ -126,6 +126,39 @@ def bench_whowhen(
     console.print(f"written: {out}/metrics.json, {out}/logs/")
 
 
+@bench_app.command("agentrx")
+def bench_agentrx(
+    out: Path = typer.Option(..., "--out", help="Folder for records.jsonl (a line per run and loss, written as each "
+                                                "finishes) and summary.json (must be new or empty)."),
+    subset: str = typer.Option("all", "--subset", help="tau, magentic (comma list) or all."),
+    methods: str = typer.Option("", "--methods", help="Registry names/prefixes (default: the priors first, last, "
+                                                      "position:0.5, random, most_active and provenance; with "
+                                                      "--scorer the default GBC method too)."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="White-box scorer for gradient methods: smollm2, "
+                                                               "a HF folder or hub id (none: model-free only)."),
+    data_dir: Optional[Path] = options.DATA_DIR,
+    device: str = DEVICE,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out (its records start again)."),
+    resume: bool = typer.Option(False, "--resume", help="Go on in --out: runs already scored are kept."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the random prior and tie-breaking."),
+) -> None:
+    """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
+    beside the priors, as paired differences on the report half (docs/agentrx.md)."""
+    from agentgrad.benchmarks.agentrx.command import agentrx_benchmark
+    from agentgrad.cli.tables import print_agentrx
+
+    progress, on_start, advance = started_on_demand("runs")
+    try:
+        res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device,
+                                on_start=lambda n: on_start(n), on_run=lambda r: advance(r) if r["loss"] == "last" else None)
+    finally:
+        progress.stop()
+    print_agentrx(res["summary"], console)
+    console.print("CPU seconds per method: " + ", ".join(f"{m} {s:.1f}" for m, s in res["cpu_seconds"].items()), markup=False,
+                  highlight=False, soft_wrap=True)
+    console.print(f"written: {out}/records.jsonl, {out}/summary.json", markup=False, highlight=False, soft_wrap=True)
+
+
 @bench_app.command("ablation")
 def bench_ablation(
     out: Path = typer.Option(..., "--out", help="Folder for noise.jsonl, cases.jsonl, results.jsonl, table.md, the "

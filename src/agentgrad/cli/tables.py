@@ -151,3 +151,10 @@ def print_whowhen(m: dict, names: list[str], with_ground_truth: bool) -> None:
             table.add_row(name, f"{cells['agent']:.3f}", f"{cells['step']:.3f}", f"{cells['tokens']:,}")
         print_wide(table)
         console.print(f"source: {mean['source']}", markup=False)
+
+
+def print_agentrx(summary: dict[str, Any], con: Any = console) -> None:
+    """The AgentRx tables (:func:`agentgrad.benchmarks.agentrx.bench.markdown`), whole at any width."""
+    from agentgrad.benchmarks.agentrx.bench import markdown
+
+    con.print(markdown(summary), markup=False, highlight=False, soft_wrap=True)

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import json
-import re
 import tarfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from agentgrad.core.trace import Node, Trace, join_blocks
+from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
-from agentgrad.importers.base import ImportResult, BadRecord, text_field, WHOWHEN_SUBSETS
-
-def _agent(step: dict[str, Any]) -> str:
-    name = step.get("name")
-    if isinstance(name, str) and name:
-        return name
-    return re.sub(r"\s*\(.*\)\s*$", "", str(step.get("role", ""))).strip() or "unknown"
-
+from agentgrad.importers.base import WHOWHEN_SUBSETS, BadRecord, ImportResult, text_field
+from agentgrad.importers.groupchat import group_chat_trace
 
 def whowhen_trace(log: Any, id: str, subset: str) -> Trace:
-    """One Who&When log as a broadcast trace, its labels in ``meta["labels"]``."""
+    """One Who&When log as a broadcast trace (:func:`~agentgrad.importers.groupchat.group_chat_trace`
+    with the question as node 0 and the log's system prompts), its labels in ``meta["labels"]``."""
     if not isinstance(log, dict):
         raise BadRecord("the log must be an object")
     history = log.get("history")
@@ -34,27 +28,14 @@ def whowhen_trace(log: Any, id: str, subset: str) -> Trace:
         raise BadRecord(f"field 'mistake_step' must be a step number, got {log.get('mistake_step')!r}") from None
     if not 0 <= step < len(history):
         raise BadRecord(f"field 'mistake_step' {step} is outside the history (0-{len(history) - 1})")
-    prompts = log.get("system_prompt") if isinstance(log.get("system_prompt"), dict) else {}
-    trace = Trace(id=id, meta={"imported": "whowhen"})
-    q = trace.add(Node(id=-1, kind="input", name="question", text=question))
     for i, s in enumerate(history):
         if not isinstance(s, dict):
             raise BadRecord(f"history[{i}] must be an object")
-        content = text_field(s.get("content"), f"history[{i}] field 'content'")
-        agent = _agent(s)
-        meta = {"step": i, "role": s.get("role")}
-        if s.get("role") == "human":
-            trace.add(Node(id=-1, kind="input", name=agent, text=content, meta=meta))
-            continue
-        system = prompts.get(agent) if isinstance(prompts.get(agent), str) else None
-        user, spans = join_blocks([(src, "[question]\n" if src == q.id else f"[{trace.nodes[src].name}]\n",
-                                    trace.nodes[src].text) for src in range(q.id, len(trace.nodes))],
-                                  1 if system is not None else 0)
-        msgs = ([{"role": "system", "content": system}] if system is not None else []) + [
-            {"role": "user", "content": user}]
-        trace.add(Node(id=-1, kind="call", name=agent, text=content, messages=msgs, spans=spans,
-                       parents=list(range(q.id, len(trace.nodes))), meta=meta))
-    labels = {k: log.get(k) for k in ("mistake_agent", "mistake_reason", "ground_truth", "question_ID", "level",
+        text_field(s.get("content"), f"history[{i}] field 'content'")
+    prompts = log.get("system_prompt") if isinstance(log.get("system_prompt"), dict) else {}
+    trace = group_chat_trace([{**s, "content": s.get("content") or ""} for s in history], id, question=question,
+                             prompts=prompts, imported="whowhen")
+    labels = {k: log.get(k) for k in ("mistake_agent", "ground_truth", "question_ID", "level",
                                        "is_correct", "is_corrected") if k in log}
     labels.update(mistake_step=step, mistake_node=step + 1, subset=subset)
     trace.meta["labels"] = labels

@@ -1,0 +1,163 @@
+"""``bench agentrx``: every method on AgentRx's labelled real runs, scored against the root cause.
+
+Each run (:mod:`.data`) is blamed under each loss setting of its subset (Magentic-One: ``last``;
+tau-bench: ``last`` and ``located``, :func:`losses`) by every method; the top-ranked node's agent
+and message are scored against the label (ties share the credit). One JSON line per (run, setting)
+is appended to ``OUT/records.jsonl`` as it finishes, so a killed run resumes where it stopped
+(``resume``). :func:`summary` gives the figures: per subset, setting and half, each method's
+agent- and step-level accuracy, the best prior chosen on half A, and on half B every method's
+paired difference from it (docs/agentrx.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from agentgrad.benchmarks.agentrx.data import Run, agent_key
+from agentgrad.benchmarks.stats import paired
+from agentgrad.blame.backward import VerbalLoss
+from agentgrad.blame.context import Blame, top_tied
+from agentgrad.blame.losses import record_loss
+from agentgrad.blame.outcome import blame_episode
+from agentgrad.core.files import RunFiles, append_line
+from agentgrad.core.trace import Trace
+from agentgrad.errors import ConfigError
+
+PRIORS = ("first", "last", "position:0.5", "random", "most_active")
+MODEL_FREE = (*PRIORS, "provenance")
+SETTINGS = {"tau": ("last", "located"), "magentic": ("last",)}
+RECORDS = "records.jsonl"
+FINAL_WORDS = "the team's final answer is wrong"
+
+
+def losses(run: Run) -> dict[str, VerbalLoss]:
+    """The loss of each setting of a run: ``last`` on the final call; ``located`` (tau-bench) from the
+    run's own record (:func:`~agentgrad.blame.losses.record_loss`), the ``last`` loss where it has none."""
+    final = run.trace.calls()[-1]
+    last = VerbalLoss(FINAL_WORDS, [final.id], "record", {"produced": final.text, "rule": "last call"})
+    out = {"last": last}
+    if "located" in SETTINGS[run.subset]:
+        out["located"] = record_loss(run.trace) or last
+    return out
+
+
+def message_of(trace: Trace, node: int) -> int | None:
+    meta = trace.nodes[node].meta
+    return meta.get("message", meta.get("step"))
+
+
+def agent_of(trace: Trace, node: int) -> str:
+    """The agent a node's blame names: a call's agent, a tool result's caller, an input's speaker."""
+    n = trace.nodes[node]
+    if n.kind == "tool":
+        callers = [trace.nodes[p].name for p in n.parents if trace.nodes[p].kind == "call"]
+        return agent_key(callers[0] if callers else n.name)
+    return agent_key(n.name)
+
+
+def score(trace: Trace, ranking: list[Blame], run: Run) -> dict[str, Any]:
+    """Agent- and step-level credit of a ranking (1/ties where the truth is among the top-tied)."""
+    agents = top_tied(ranking, lambda b: agent_of(trace, b.node))
+    steps = top_tied(ranking, lambda b: message_of(trace, b.node))
+    return {"agent": (1.0 / len(agents)) if run.agent in agents else 0.0,
+            "step": (1.0 / len(steps)) if run.message in steps else 0.0,
+            "top": top_tied(ranking, lambda b: b.node)[:5]}
+
+
+def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = None, resume: bool = False,
+                seed: int = 0, on_run: Callable[[dict[str, Any]], None] | None = None,
+                on_method: Callable[[str, str, str], None] | None = None) -> list[dict[str, Any]]:
+    """Blame every run under every loss setting of its subset with ``methods``; each (run, setting)'s
+    record is appended to ``out/records.jsonl`` as it finishes. ``resume``: the records already there
+    that cover ``methods`` are kept, not run again. Returns every record of the folder."""
+    files = RunFiles(out)
+    path = files.path(RECORDS)
+    done: dict[tuple[str, str, str], dict[str, Any]] = {}
+    if path.exists() and path.stat().st_size:
+        if not resume:
+            raise ConfigError(f"{out} holds an AgentRx run ({RECORDS}): pass --resume to go on, or choose another --out")
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+                done[(r["subset"], r["run"], r["loss"])] = r
+                kept.append(line)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line a killed run left unfinished: that run is done again
+        files.write_text(RECORDS, text="".join(x + "\n" for x in kept))  # without it, so new lines start clean
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for run in runs:
+        for setting, loss in losses(run).items():
+            key = (run.subset, run.trace.id, setting)
+            old = done.get(key)
+            if old is not None and set(methods) <= set(old.get("methods", {})):
+                records.append(old)
+                continue
+            rec: dict[str, Any] = {**run.to_dict(), "loss": setting, "target": loss.targets[0],
+                                   "target_message": message_of(run.trace, loss.targets[0]),
+                                   "rule": loss.details.get("rule"), "methods": {}}
+            for m in methods:
+                if on_method:
+                    on_method(run.trace.id, setting, m)
+                t0, cpu0 = time.perf_counter(), time.process_time()
+                verdict = blame_episode(m, run.trace, loss, scorer, seed=seed)
+                rec["methods"][m] = {**score(run.trace, verdict.ranking, run),
+                                     "seconds": round(time.perf_counter() - t0, 3),
+                                     "cpu_seconds": round(time.process_time() - cpu0, 3)}
+            append_line(path, json.dumps(rec))
+            records.append(rec)
+            if on_run:
+                on_run(rec)
+    return records
+
+
+def summary(records: list[dict[str, Any]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Per subset and loss setting: each half's accuracies, the best prior of half A (step level, then
+    agent level), and on half B each method's paired difference from it at both levels."""
+    out: dict[str, Any] = {}
+    for subset, setting in sorted({(r["subset"], r["loss"]) for r in records}):
+        rows = [r for r in records if r["subset"] == subset and r["loss"] == setting]
+        methods = [m for m in rows[0]["methods"] if all(m in r["methods"] for r in rows)]
+        acc = {h: {m: {lvl: sum(r["methods"][m][lvl] for r in rows if r["half"] == h) /
+                       max(1, sum(r["half"] == h for r in rows)) for lvl in ("agent", "step")}
+                   for m in methods} for h in ("A", "B")}
+        priors = [m for m in methods if m in PRIORS]
+        best = max(priors, key=lambda m: (acc["A"][m]["step"], acc["A"][m]["agent"], -priors.index(m))) \
+            if priors else None
+        report = [r for r in rows if r["half"] == "B"]
+        diffs = {}
+        if best is not None:
+            for m in methods:
+                diffs[m] = {lvl: paired([r["methods"][m][lvl] for r in report], [r["methods"][best][lvl] for r in report],
+                                        resamples, seed) for lvl in ("agent", "step")}
+        out[f"{subset}/{setting}"] = {"runs": {h: sum(r["half"] == h for r in rows) for h in ("A", "B")},
+                                      "accuracy": acc, "best_prior": best, "paired": diffs}
+    return out
+
+
+def _pair(p: dict[str, Any]) -> str:
+    lo, hi = p["ci95"]
+    return f"{p['diff']:+.2f} [{lo:+.2f}, {hi:+.2f}] ({p['wins']}/{p['losses']}, p {p['p']:.2f})"
+
+
+def markdown(summ: dict[str, Any]) -> str:
+    """The summary as markdown tables, one per subset and loss setting: each method's accuracy on both
+    halves and, on half B, its paired difference from the best prior of half A (wins/losses, sign test)."""
+    out = []
+    for group, g in summ.items():
+        best = g["best_prior"]
+        out += [f"{group}: {g['runs']['A']} runs in half A, {g['runs']['B']} in half B; best prior on A: {best}", "",
+                "| method | agent A | step A | agent B | step B | agent B - best prior | step B - best prior |",
+                "|---|---|---|---|---|---|---|"]
+        for m, acc in g["accuracy"]["A"].items():
+            b = g["accuracy"]["B"][m]
+            p = g["paired"].get(m)
+            cells = [_pair(p["agent"]), _pair(p["step"])] if p and m != best else ["-", "-"]
+            out.append(f"| {m} | {acc['agent']:.2f} | {acc['step']:.2f} | {b['agent']:.2f} | {b['step']:.2f} | "
+                       f"{cells[0]} | {cells[1]} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

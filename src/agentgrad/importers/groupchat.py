@@ -1,0 +1,154 @@
+"""``groupchat``: multi-agent conversations as the frameworks write them, one reader for all of them.
+
+A group chat is a list of messages each said by a named agent: Magentic-One's logs and Who&When's
+``history`` (``role`` "Orchestrator (-> WebSurfer)", "WebSurfer", ..., ``human`` for the task),
+AutoGen AgentChat's ``TaskResult.messages`` (``source``, ``type``, ``content``), AG2's group chat
+``messages`` (``name`` beside an OpenAI ``role``), LangGraph messages with a ``name``. The speaker is
+``name``, else ``source``, else the role: ``X (-> Y)`` is X speaking to Y (``meta["to"]``),
+``X (thought)`` X's own reasoning, any other parenthesis X. A message of the user (``human``, or
+``user`` / ``user_proxy`` without another agent's name) is an input; ``system`` messages are the
+agents' prompts (by ``name``, else everyone's); AutoGen's ``ToolCallRequestEvent`` becomes the
+requesting call's tool calls and ``ToolCallExecutionEvent`` one tool node per result, whose parent is
+the call that asked. Every other message is a call of its speaker.
+
+The data flow of a group chat is a broadcast: every message is visible to every later speaker. A
+call's messages are its agent's prompt (where the log has one) and one user message holding every
+earlier message under a ``[NAME]`` header, each a span on the node that wrote it
+(:func:`~agentgrad.core.trace.join_blocks`); its parents are every earlier node. The Who&When
+importer is this reader with the log's question as node 0 (:func:`agentgrad.importers.whowhen.whowhen_trace`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from agentgrad.core.trace import Node, ToolCall, Trace, join_blocks
+from agentgrad.importers.base import BadRecord, text_field
+
+CHAT_ROLES = ("system", "user", "assistant", "tool", "function", "developer")
+USER = re.compile(r"^(human|user)([ _-]?proxy)?$", re.IGNORECASE)
+ROLE = re.compile(r"^\s*(?P<agent>[^()]*?)\s*(?:\((?P<note>[^()]*)\))?\s*$")
+
+
+def speaker(msg: dict[str, Any]) -> tuple[str, str | None, str | None]:
+    """``(agent, addressee, note)`` of one message: the agent from ``name``, ``source`` or the role
+    (``X (-> Y)``: X to Y; ``X (thought)``: note ``thought``)."""
+    role = str(msg.get("role") or "")
+    m = ROLE.match(role)
+    agent, note = (m.group("agent"), m.group("note")) if m else (role, None)
+    to = None
+    if note and note.strip().startswith("->"):
+        to, note = note.strip()[2:].strip() or None, None
+    named = msg.get("name") if isinstance(msg.get("name"), str) and msg.get("name") else msg.get("source")
+    if isinstance(named, str) and named:
+        agent = named
+    target = msg.get("target")  # AutoGen's HandoffMessage
+    if to is None and isinstance(target, str) and target:
+        to = target
+    return agent.strip(), to, (note.strip() if note else None)
+
+
+def is_group_chat(messages: list[Any]) -> bool:
+    """Whether a message list names its speakers (a group chat) rather than being a chat in the OpenAI
+    shape (whose assistant messages may carry their agent's ``name``: :mod:`agentgrad.importers.chat`):
+    some message has a ``source``, a role that is not a chat role, or ``user`` messages carry two
+    names or more (AG2's group chat: every agent's message is a ``user`` message with its name)."""
+    names = set()
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if "source" in m or (m.get("role") is not None and str(m.get("role")) not in CHAT_ROLES):
+            return True
+        if m.get("role") == "user" and isinstance(m.get("name"), str):
+            names.add(m["name"])
+    return len(names) >= 2
+
+
+def _content(m: dict[str, Any], i: int) -> str:
+    c = m.get("content")
+    if isinstance(c, list):  # AutoGen's multimodal or event content: the text parts, the rest as JSON
+        return "\n".join(x if isinstance(x, str) else json.dumps(x, ensure_ascii=False) for x in c)
+    if isinstance(c, dict):
+        return json.dumps(c, ensure_ascii=False)
+    return text_field(c, f"message {i} field 'content'")
+
+
+def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
+                     prompts: dict[str, str] | None = None, imported: str = "groupchat") -> Trace:
+    """One group chat (a list of agent-named messages) as a broadcast trace (see the module docstring).
+
+    Args:
+        question: the task as node 0 (an input named ``question``), for logs that keep it apart
+            (Who&When); else the first message of the user is the task.
+        prompts: agent -> system prompt, where the log keeps them apart (Who&When's ``system_prompt``).
+        imported: what ``trace.meta["imported"]`` names.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise BadRecord("the messages must be a non-empty list")
+    trace = Trace(id=id, meta={"imported": imported})
+    prompts = {k: v for k, v in (prompts or {}).items() if isinstance(v, str)}
+    first = trace.add(Node(id=-1, kind="input", name="question", text=question)).id if question is not None else 0
+    asked: dict[str, int] = {}  # tool call id -> the call node that asked for it
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise BadRecord(f"message {i} must be an object, got {type(m).__name__}")
+        if "content" not in m:
+            raise BadRecord(f"message {i} has no 'content'")
+        agent, to, note = speaker(m)
+        if not agent and m.get("role") != "system":
+            raise BadRecord(f"message {i} names no agent (role {m.get('role')!r}, no name or source)")
+        meta: dict[str, Any] = {"step": i, "role": m.get("role")}
+        if to:
+            meta["to"] = to
+        if note:
+            meta["note"] = note
+        kind = str(m.get("type") or "")
+        if m.get("role") == "system":
+            prompts[agent if m.get("name") else ""] = _content(m, i)
+            continue
+        if kind == "ToolCallExecutionEvent":
+            results = m.get("content") if isinstance(m.get("content"), list) else []
+            for j, r in enumerate(results):
+                if not isinstance(r, dict):
+                    raise BadRecord(f"message {i} result {j} must be an object")
+                parent = asked.get(str(r.get("call_id")))
+                trace.add(Node(id=-1, kind="tool", name=str(r.get("name") or "tool"), text=_text(r.get("content")),
+                               parents=[parent] if parent is not None else [],
+                               meta={**meta, "tool_call_id": r.get("call_id"), "is_error": bool(r.get("is_error"))}))
+            continue
+        content = _content(m, i)
+        if m.get("role") == "human" or USER.match(agent) or (m.get("role") == "user" and not m.get("name")
+                                                              and "source" not in m):
+            trace.add(Node(id=-1, kind="input", name=agent, text=content, meta=meta))
+            continue
+        calls: list[ToolCall] = []
+        if kind == "ToolCallRequestEvent":
+            for j, c in enumerate(m.get("content") or []):
+                try:
+                    args = c.get("arguments", {})
+                    calls.append(ToolCall(name=str(c["name"]), arguments=json.loads(args) if isinstance(args, str)
+                                          else dict(args), id=str(c.get("id") or f"call_{i}_{j}")))
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    raise BadRecord(f"message {i} tool call {j} needs a name and JSON arguments") from None
+        system = prompts.get(agent, prompts.get(""))
+        user, spans = join_blocks([(src, "[question]\n" if question is not None and src == first
+                                    else f"[{trace.nodes[src].name}]\n", trace.nodes[src].text)
+                                   for src in range(first, len(trace.nodes))], 1 if system is not None else 0)
+        msgs = ([{"role": "system", "content": system}] if system is not None else []) + [
+            {"role": "user", "content": user}]
+        node = trace.add(Node(id=-1, kind="call", name=agent, text=content, tool_calls=calls, messages=msgs,
+                              spans=spans, parents=list(range(first, len(trace.nodes))), meta=meta))
+        for c in calls:
+            asked[c.id] = node.id
+    if not trace.calls():
+        raise BadRecord("no message of an agent: nothing to blame")
+    return trace
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+__all__ = ["CHAT_ROLES", "group_chat_trace", "is_group_chat", "speaker"]

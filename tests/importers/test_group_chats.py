@@ -1,0 +1,110 @@
+"""Group chats as the frameworks write them, read by the one message-log reader: Magentic-One's logs
+(AgentRx), tau-bench's results, hand-worked shapes of each speaker convention, and hostile files."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+
+import pytest
+
+from agentgrad.benchmarks.data import data_dir
+from agentgrad.blame.losses import record_loss
+from agentgrad.cli import main
+from agentgrad.errors import ConfigError
+from agentgrad.importers.groupchat import group_chat_trace, is_group_chat, speaker
+from agentgrad.importers.spans import import_file
+from conftest import assert_spans_exact
+
+AGENTRX = data_dir() / "agentrx"
+needs_agentrx = pytest.mark.skipif(not AGENTRX.is_dir(), reason="AgentRx data not found (set AGENTGRAD_DATA_DIR)")
+MAGENTIC_AGENTS = {"Orchestrator", "WebSurfer", "FileSurfer", "Assistant", "ComputerTerminal"}
+
+
+def test_a_speaker_is_the_name_the_source_or_the_role_and_an_arrow_is_an_address():
+    assert speaker({"role": "Orchestrator (-> WebSurfer)"}) == ("Orchestrator", "WebSurfer", None)
+    assert speaker({"role": "Orchestrator (thought)"}) == ("Orchestrator", None, "thought")
+    assert speaker({"role": "assistant", "name": "Coder"}) == ("Coder", None, None)  # AG2
+    assert speaker({"source": "planner", "type": "TextMessage"}) == ("planner", None, None)  # AutoGen AgentChat
+    assert speaker({"source": "triage", "type": "HandoffMessage", "target": "billing"}) == ("triage", "billing", None)
+    assert is_group_chat([{"role": "WebSurfer", "content": "x"}]) and is_group_chat([{"source": "a", "content": "x"}])
+    assert is_group_chat([{"role": "user", "name": "Coder", "content": "a"}, {"role": "user", "name": "Critic", "content": "b"}])
+    assert not is_group_chat([{"role": "assistant", "name": "a", "content": "x"}, {"role": "assistant", "name": "b", "content": "y"}])
+    assert not is_group_chat([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+
+
+def test_a_group_chat_is_a_broadcast_with_exact_spans_and_tool_events():
+    """Every message reads every earlier one; AutoGen's tool request and execution events become the
+    call's tool calls and a tool node under it."""
+    msgs = [{"source": "user", "type": "TextMessage", "content": "What is 12 * 7?"},
+            {"source": "planner", "type": "TextMessage", "content": "Ask the calculator."},
+            {"source": "calc", "type": "ToolCallRequestEvent",
+             "content": [{"id": "c1", "name": "multiply", "arguments": "{\"a\": 12, \"b\": 7}"}]},
+            {"source": "calc", "type": "ToolCallExecutionEvent",
+             "content": [{"call_id": "c1", "name": "multiply", "content": "84", "is_error": False}]},
+            {"source": "writer", "type": "TextMessage", "content": "12 * 7 = 84."}]
+    tr = group_chat_trace(msgs, "t")
+    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user"), ("call", "planner"), ("call", "calc"),
+                                                     ("tool", "multiply"), ("call", "writer")]
+    assert tr.nodes[2].tool_calls[0].arguments == {"a": 12, "b": 7} and tr.nodes[3].parents == [2]
+    assert tr.nodes[4].parents == [0, 1, 2, 3] and [s.source for s in tr.nodes[4].spans] == [0, 1, 2, 3]
+    assert tr.nodes[4].messages[0]["content"].startswith("[user]\nWhat is 12 * 7?\n\n[planner]\n")
+    assert_spans_exact(tr)
+
+
+@pytest.mark.parametrize("content, message", [
+    ([{"role": "Orchestrator", "content": "a"}, {"content": "b", "role": "WebSurfer"}, "not a message"],
+     "must be an object"),
+    ([{"role": "human", "content": "task"}, {"role": "WebSurfer"}], "has no 'content'"),
+    ([{"role": "human", "content": "task"}, {"role": "(thought)", "content": "x"}], "names no agent"),
+    ([{"role": "WebSurfer", "content": "alone"}], "a log of 1 message"),
+    ({"answer": 42}, "is not a trace agentgrad reads"),
+])
+def test_hostile_logs_get_one_line_each(tmp_path, capsys, content, message):
+    f = tmp_path / "log.json"
+    f.write_text(json.dumps(content))
+    out = tmp_path / "B"
+    code = main(["blame", str(f), "--loss", "the answer is wrong", "--method", "provenance", "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code != 0 and len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists()
+    with pytest.raises(ConfigError):
+        res = import_file(f)
+        if res.broken:
+            raise ConfigError(res.broken[0])
+
+
+@needs_agentrx
+def test_every_magentic_one_log_reads_as_it_is_with_its_agents_named(tmp_path):
+    with tarfile.open(AGENTRX / "magentic_dataset.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    logs = sorted(p for p in tmp_path.rglob("*.json") if p.name != "steps_by_id.json")
+    assert len(logs) == 58
+    for f in logs:
+        res = import_file(f)
+        assert not res.broken and len(res.traces) == 1, (f.name, res.broken)
+        tr = res.traces[0]
+        raw = json.loads(f.read_text())
+        assert tr.id == f.stem and len(tr.nodes) == len(raw)  # one node per message
+        assert tr.nodes[0].kind == "input" and tr.nodes[0].name == "human"
+        assert {c.name for c in tr.calls()} <= MAGENTIC_AGENTS
+        for n in tr.calls():
+            role = raw[n.meta["step"]]["role"]
+            assert role.startswith(n.name) and (("->" in role) == ("to" in n.meta))
+    assert_spans_exact(res.traces[0])
+
+
+@needs_agentrx
+def test_tau_bench_results_read_with_their_record_and_the_loss_goes_where_the_record_says():
+    res = import_file(AGENTRX / "tau_retail" / "tau_dataset_failed.json")
+    assert len(res.traces) == 29 and not res.broken
+    t2 = next(t for t in res.traces if t.id == "2")
+    assert t2.meta["imported"] == "taubench" and t2.meta["reward_info"]["info"]["outputs"] == {"10": False}
+    loss = record_loss(t2)  # "there are 11 available T-shirt options": the agent's 3rd call, message 7
+    node = t2.nodes[loss.targets[0]]
+    assert node.meta["message"] == 6 and loss.details["wrong"] == "11" and "10" in loss.text
+    a, b = loss.spans[node.id][0]
+    assert node.text[a:b] == "11"
+    rules = {record_loss(t).details["rule"] for t in res.traces if t.meta.get("reward_info")}
+    assert rules <= {"write not expected", "write never made", "output stated wrong", "output never said", "none found"}
+    assert record_loss(next(t for t in res.traces if not t.meta.get("reward_info"))) is None
