@@ -108,3 +108,38 @@ def test_tau_bench_results_read_with_their_record_and_the_loss_goes_where_the_re
     rules = {record_loss(t).details["rule"] for t in res.traces if t.meta.get("reward_info")}
     assert rules <= {"write not expected", "write never made", "output stated wrong", "output never said", "none found"}
     assert record_loss(next(t for t in res.traces if not t.meta.get("reward_info"))) is None
+
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"  # recorded by benchmarks/record_group_chats.py
+
+
+def test_autogen_agentchat_messages_as_the_library_returns_them(tmp_path):
+    """A real RoundRobinGroupChat's TaskResult.messages (autogen-agentchat 0.7.5): the user's task, the
+    planner, the calculator's tool request and its execution result, the writer."""
+    rec = json.loads((DATA / "autogen_agentchat.json").read_text())
+    assert rec["library"].startswith("autogen-agentchat")
+    res = import_file(DATA / "autogen_agentchat.json")
+    assert not res.broken and len(res.traces) == 1
+    tr = res.traces[0]
+    assert [(n.kind, n.name) for n in tr.nodes][:5] == [("input", "user"), ("call", "planner"), ("call", "calculator"),
+                                                       ("tool", "multiply"), ("call", "calculator")]
+    assert tr.nodes[2].tool_calls[0].name == "multiply" and tr.nodes[3].parents == [2] and tr.nodes[3].text == "84"
+    assert tr.calls()[-1].name == "writer" and "84" in tr.calls()[-1].text
+    assert_spans_exact(tr)
+    # and agentgrad blame takes the file as it is: the string walk follows the 84 to the tool's result
+    out = tmp_path / "B"
+    assert main(["blame", str(DATA / "autogen_agentchat.json"), "--loss", "wrong product", "--wrong", "84",
+                 "--method", "provenance", "--out", str(out)]) == 0
+    blame = json.loads((out / "blame.json").read_text())
+    assert blame["rows"][0]["agent"] == "multiply" and blame["rows"][0]["repair"] == ["calculator"]
+
+
+def test_ag2_group_chat_messages_as_the_library_keeps_them():
+    """A real AG2 GroupChat's messages (ag2 0.9.9): every agent's message is a ``user`` message with its
+    name; the user proxy's first message is the task."""
+    res = import_file(DATA / "ag2_groupchat.json")
+    assert not res.broken
+    tr = res.traces[0]
+    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user_proxy"), ("call", "planner"), ("call", "writer")]
+    assert tr.nodes[2].parents == [0, 1]
+    assert_spans_exact(tr)
