@@ -13,7 +13,7 @@ import pytest
 
 from agentgrad.benchmarks.stats import wilson
 from agentgrad.blame.confidence import (PACKAGE_FILE, agrees, confidence, confidence_line, figure, measured,
-                                        top_agents)
+                                        short_line, top_agents)
 from agentgrad.blame.context import Blame
 from agentgrad.blame.verdict import Verdict
 from agentgrad.errors import ConfigError
@@ -135,3 +135,22 @@ def test_the_script_refuses_a_record_the_pre_registration_does_not_name(tmp_path
     for arg, says in [(other, "not a record the pre-registration names"), (tmp_path / "none.jsonl", "does not exist")]:
         done = run_script(str(SCRIPT), str(arg))
         assert done.returncode == 1 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_the_meaning_quoted_is_that_of_traces_of_the_same_kind():
+    """A trace's confidence quotes only the benchmarks measured on traces like it: agentgrad's own runs
+    (planted, injected), Who&When's logs; an imported trace of another kind was never measured."""
+    from agentgrad.blame.confidence import trace_kind
+    from agentgrad.core.trace import Trace
+
+    verdicts = {BLEND: ["reader"], "provenance": "reader"}
+    every = confidence(verdicts)
+    mine = confidence(verdicts, kind="agentgrad")
+    ww = confidence(verdicts, kind="whowhen")
+    other = confidence(verdicts, kind="taubench")
+    assert set(mine.measured) and all(n.startswith(("planted", "injected")) for n in mine.measured)
+    assert set(ww.measured) and all(n.startswith("Who&When") for n in ww.measured)
+    assert set(every.measured) == set(mine.measured) | set(ww.measured)
+    assert other.value is True and not other.measured and "not measured for traces like this" in other.meaning
+    assert "not measured for traces like this" in short_line(other)
+    assert trace_kind(Trace(id="x")) == "agentgrad" and trace_kind(Trace(id="y", meta={"imported": "whowhen"})) == "whowhen"

@@ -143,3 +143,23 @@ def test_ag2_group_chat_messages_as_the_library_keeps_them():
     assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user_proxy"), ("call", "planner"), ("call", "writer")]
     assert tr.nodes[2].parents == [0, 1]
     assert_spans_exact(tr)
+
+
+@needs_agentrx
+def test_blame_loss_auto_puts_the_loss_where_the_runs_record_says(tmp_path, capsys):
+    results = json.loads((AGENTRX / "tau_retail" / "tau_dataset_failed.json").read_text())
+    f = tmp_path / "tau2.json"
+    f.write_text(json.dumps(next(r for r in results if str(r["task_id"]) == "2")))
+    out = tmp_path / "B"
+    assert main(["blame", str(f), "--loss", "auto", "--method", "provenance,last", "--out", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "loss on n5 (assistant), from the run's record: The user had to be told 10; the agent said 11." in printed
+    assert "not measured for traces like this" in printed
+    blame = json.loads((out / "blame.json").read_text())
+    assert blame["loss"]["targets"] == [5] and blame["loss"]["details"]["wrong"] == "11"
+    # a trace that keeps no record: one line that says to write the loss
+    g = tmp_path / "chat.jsonl"
+    g.write_text(json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]) + "\n")
+    assert main(["blame", str(g), "--loss", "auto", "--method", "last", "--out", str(tmp_path / "C")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--loss TEXT" in err

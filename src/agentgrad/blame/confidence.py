@@ -145,7 +145,19 @@ def meaning(signal: str, value: bool, figures: dict[str, Any], method: str | Non
     return f"{pair}: right in {say(side)}; when they {other}: {say(other)}"
 
 
-def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str, Any] | None = None) -> Confidence:
+# which measured benchmarks speak for a trace, by where it came from (trace_kind): agentgrad's own runs
+# (the planted and injected faults) and Who&When's logs; a trace of any other kind was never measured
+MEASURED_KINDS = {"agentgrad": ("planted", "injected"), "whowhen": ("Who&When",)}
+
+
+def trace_kind(trace: Any) -> str:
+    """Where a trace came from: ``agentgrad`` (run by agentgrad), else what imported it (``whowhen``,
+    ``taubench``, ``groupchat``, ``chat``, ``openinference``, ...)."""
+    return str(trace.meta.get("imported") or "agentgrad")
+
+
+def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str, Any] | None = None,
+               kind: str | None = None) -> Confidence:
     """The confidence signal of one trace's verdicts, with its measured meaning.
 
     Args:
@@ -154,6 +166,8 @@ def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str
         method: the verdict to qualify; by default the first method that reads a scorer, else
             ``provenance``.
         figures: the measured figures (default: the package file).
+        kind: where the trace came from (:func:`trace_kind`): only the benchmarks measured on traces
+            of that kind are quoted; for a kind never measured the meaning says so. None: all of them.
 
     Returns:
         ``agree`` where a scorer method and ``provenance`` are both there, else ``model-free`` where
@@ -172,7 +186,14 @@ def confidence(verdicts: Any, method: str | None = None, *, figures: Mapping[str
     if not tops[mine]:
         return Confidence("none", None, mine, partner, f"no confidence: {mine} named no agent")
     value = agrees(tops[mine], tops[partner])
-    f = figs.get("signals", {}).get(signal, {})
+    f = dict(figs.get("signals", {}).get(signal, {}))
+    if kind is not None:
+        prefixes = MEASURED_KINDS.get(kind, ())
+        f["benchmarks"] = {n: b for n, b in (f.get("benchmarks") or {}).items() if n.startswith(prefixes)}
+        if not f["benchmarks"]:
+            pair = "methods agree" if value else "methods disagree"
+            return Confidence(signal, value, mine, partner, f"{pair}: not measured for traces like this "
+                              f"({kind} traces)", {})
     return Confidence(signal, value, mine, partner, meaning(signal, value, f, mine), f.get("benchmarks", {}))
 
 
@@ -197,6 +218,8 @@ def short_line(c: Confidence) -> str:
 
     parts = [f"{named(name, b)} {figure(b, side)} (when they {other}: {figure(b, other)})"
              for name, b in c.measured.items() if b[side]["n"] and b[other]["n"]]
+    if not c.measured and "not measured" in c.meaning:
+        return f"confidence: {c.method} and {c.partner} {side}; {c.meaning.split(': ', 1)[1]}"
     said = "; ".join(parts) or "never measured"
     return (f"confidence: {c.method} and {c.partner} {side}; where they {side} the verdict was right in: {said} "
             f"(docs/confidence.md)")

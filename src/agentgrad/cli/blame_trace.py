@@ -56,7 +56,10 @@ def blame_command(
                                            "file of many traces, a folder of trace files or a run directory, with "
                                            "--losses FILE or --expected FILE."),
     loss: Optional[str] = typer.Option(None, "--loss", help="What went wrong, in words (the verbal loss); required "
-                                                            "for one trace. For a set: the loss of every trace the "
+                                                            "for one trace; auto: the loss the run's own record "
+                                                            "locates (a tau-bench result's reward_info: the first "
+                                                            "unexpected write, the reply that stated a wrong value). "
+                                                            "For a set: the loss of every trace the "
                                                             "--losses/--expected file does not name (without one, "
                                                             "those are skipped)."),
     wrong: Optional[str] = typer.Option(None, "--wrong", help="The wrong text of the final answer (found there: the "
@@ -153,11 +156,12 @@ def blame_command(
     node = tr.nodes[tv.verbal.targets[0]]
     console.print(f"trace {tr.id}: {len(tr.calls())} calls of {len({c.name for c in tr.calls()})} "
                   f"agent(s), {sum(n.kind == 'tool' for n in tr.nodes)} tool result(s); loss on n{node.id} "
-                  f"({node.name})", highlight=False, markup=False)
+                  f"({node.name})" + (f", from the run's record: {tv.verbal.text}" if tv.verbal.kind == "record" else ""),
+                  highlight=False, markup=False)
     print_blame_rows([v.row() for v in tv.methods.values()], console)
-    from agentgrad.blame.confidence import confidence, short_line
+    from agentgrad.blame.confidence import confidence, short_line, trace_kind
 
-    console.print(short_line(confidence(tv.methods)), highlight=False, markup=False)  # wrapped at the width
+    console.print(short_line(confidence(tv.methods, kind=trace_kind(tr))), highlight=False, markup=False)
     readers = {m: v.reader for m, v in tv.methods.items() if v.reader}  # what a fact is (blame/facts.py)
     if readers:
         console.print("facts read as " + ", ".join(f"{r} by {m}" for m, r in readers.items()), highlight=False, markup=False)
