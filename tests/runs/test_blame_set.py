@@ -363,8 +363,20 @@ def test_the_command_checks_its_files_before_a_model_loads(tmp_path, capsys):
 
 
 def test_one_trace_prints_its_confidence_signal_with_the_measured_meaning(tmp_path):
+    """The measured meaning is quoted for a trace like those it was measured on (a run of agentgrad's
+    own); an imported chat log was never measured, and the line says so."""
+    from agentgrad.importers.chat import import_chat
+
     src, _ = write_set(tmp_path, 2)  # t1: the researcher misstates the tool's figure
     res = _blame(src, "--trace", "t1", "--loss", "the population is wrong", "--wrong", "90,001",
+                 "--method", "provenance,last", "--out", tmp_path / "chat")
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "confidence: provenance and last disagree; not measured for traces like this (chat traces)" in said
+    own = next(t for t in import_chat(src).traces if t.id == "t1")
+    del own.meta["imported"]  # as agentgrad's own run of the same team writes it
+    own.save(tmp_path / "t1.json")
+    res = _blame(tmp_path / "t1.json", "--loss", "the population is wrong", "--wrong", "90,001",
                  "--method", "provenance,last", "--out", tmp_path / "one")
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
