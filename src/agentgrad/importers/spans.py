@@ -22,10 +22,12 @@ from agentgrad.importers.groupchat import group_chat_trace, is_group_chat
 from agentgrad.importers.openinference import openinference_trace
 from agentgrad.importers.otel import otel_trace
 from agentgrad.importers.otlp import convention, read_otlp, trace_trees
+from agentgrad.importers.rows import is_span_rows, read_parquet, row_spans
 
 CONVENTIONS = ("auto", "openinference", "genai")
-SHAPES = ("OTLP JSON ('resourceSpans'), an agentgrad trace, or a log of messages: a list, {\"messages\": [...]}, "
-          "{\"history\": [...]} or a tau-bench result {\"traj\": [...]}, JSON or JSONL")
+SHAPES = ("OTLP JSON ('resourceSpans'), span rows (span_id / context.span_id, nested child_spans or parent ids; "
+          "Phoenix's export as JSONL or parquet), an agentgrad trace, or a log of messages: a list, "
+          "{\"messages\": [...]}, {\"history\": [...]} or a tau-bench result {\"traj\": [...]}, JSON or JSONL")
 ANY_TRACE = f"a trace agentgrad reads: {SHAPES} (docs/importers.md lists the formats)"
 
 
@@ -39,6 +41,13 @@ def import_spans(path: str | Path, conv: str = "auto") -> ImportResult:
         raise ConfigError(f"unknown span convention {conv!r}; valid: {', '.join(CONVENTIONS)}")
     p = Path(path)
     spans, broken = read_otlp(p)
+    return spans_result(p, spans, broken, conv)
+
+
+def spans_result(p: Path, spans: list[Any], broken: list[str], conv: str = "auto") -> ImportResult:
+    """The traces of ``spans`` (an OTLP file's or a file of span rows'), by convention ``conv``."""
+    if not spans:
+        raise ConfigError(f"{p} holds no span that could be read" + (f": {broken[0]}" if broken else ""))
     found = convention(spans)
     if found is None:
         names = ", ".join(dict.fromkeys(sp.name for sp in spans[:50])) or "none"
@@ -68,13 +77,33 @@ def import_file(path: str | Path) -> ImportResult:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"{p} is a directory; give an exported trace file ({SHAPES})")
+    if p.suffix.lower() == ".parquet":  # Phoenix's spans dataframe, written with to_parquet
+        return import_rows(p, read_parquet(p))
     text = read_user_text(p, ANY_TRACE)
     head = text[:65536]
     if '"resourceSpans"' in head:
         return import_spans(p)
     if f'"{SCHEMA}"' in head:
         return ImportResult(traces=[Trace.load(p)])
-    return import_messages(p, text)
+    obj, lines = _records(p, text)
+    if is_span_rows(obj):
+        return import_rows(p, obj, lines)
+    return import_messages(p, text, (obj, lines))
+
+
+def import_rows(path: str | Path, obj: Any, lines: list[int] | None = None) -> ImportResult:
+    """The traces of a file of span rows (:mod:`agentgrad.importers.rows`: flat rows with nested
+    ``child_spans`` or parent ids, Phoenix's span export), read as an OTLP file's spans are."""
+    p = Path(path)
+    spans, broken = [], []
+    items = obj if isinstance(obj, list) else [obj]
+    for i, rec in enumerate(items):
+        for sp in row_spans([rec]):
+            if isinstance(sp, BadRecord):
+                broken.append(f"{p}:{lines[i] if lines else i + 1}: {sp}")
+            else:
+                spans.append(sp)
+    return spans_result(p, spans, broken)
 
 
 def _records(p: Path, text: str) -> tuple[Any, list[int] | None]:
@@ -137,13 +166,14 @@ def log_trace(messages: list[Any], id: str, meta: dict[str, Any] | None = None) 
     return tr
 
 
-def import_messages(path: str | Path, text: str | None = None) -> ImportResult:
+def import_messages(path: str | Path, text: str | None = None, parsed: tuple[Any, list[int] | None] | None = None
+                    ) -> ImportResult:
     """The logs of a JSON or JSONL file of messages: one log (a list of messages, ``{"messages": [...]}``,
     ``{"history": [...]}``, a tau-bench result ``{"task_id", "traj", "info"}``, or one message per
     JSONL line) or many (a list or JSONL of such logs). Each log is a trace (:func:`log_trace`);
     a log that cannot be read is in ``broken`` with its position and what is wrong."""
     p = Path(path)
-    obj, lines = _records(p, read_user_text(p, ANY_TRACE) if text is None else text)
+    obj, lines = parsed or _records(p, read_user_text(p, ANY_TRACE) if text is None else text)
     one = _log_of(obj)
     if one is not None:  # one log: the trace is the file's
         logs: list[tuple[int, Any]] = [(0, one)]
