@@ -163,3 +163,41 @@ def test_blame_loss_auto_puts_the_loss_where_the_runs_record_says(tmp_path, caps
     assert main(["blame", str(g), "--loss", "auto", "--method", "last", "--out", str(tmp_path / "C")]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--loss TEXT" in err
+
+
+def test_a_failure_the_trace_shows_is_a_located_loss():
+    """``--loss auto`` without a run record: a failed tool result puts the loss on the call that asked for
+    it, a retry loop on its first call, an errored span on its own call; a clean trace gives none."""
+    from agentgrad.blame.losses import failure_loss, trace_loss
+    from agentgrad.core.trace import Node, ToolCall, Trace
+
+    msgs = [{"source": "user", "type": "TextMessage", "content": "What is 12 * 7?"},
+            {"source": "calc", "type": "ToolCallRequestEvent",
+             "content": [{"id": "c1", "name": "multiply", "arguments": "{\"a\": 12, \"b\": 7}"}]},
+            {"source": "calc", "type": "ToolCallExecutionEvent",
+             "content": [{"call_id": "c1", "name": "multiply", "content": "boom", "is_error": True}]},
+            {"source": "writer", "type": "TextMessage", "content": "I could not compute it."}]
+    tr = group_chat_trace(msgs, "t")
+    loss = trace_loss(tr)
+    assert loss.targets == [1] and loss.details["rule"] == "error shown" and "boom" in loss.text
+    assert failure_loss(group_chat_trace([msgs[0], msgs[3]], "clean")) is None
+    loop = Trace(id="loop")
+    q = loop.add(Node(id=-1, kind="input", name="user", text="find it"))
+    for i in range(4):
+        loop.add(Node(id=-1, kind="call", name="agent", text="", parents=[q.id],
+                      tool_calls=[ToolCall(name="search", arguments={"q": "x"}, id=f"c{i}")]))
+    retry = failure_loss(loop)
+    assert retry.targets == [1] and retry.details["rule"] == "retry loop"
+    errored = Trace(id="e")
+    errored.add(Node(id=-1, kind="input", name="user", text="go"))
+    errored.add(Node(id=-1, kind="call", name="a", text="ok", parents=[0]))
+    errored.add(Node(id=-1, kind="call", name="b", text="", parents=[1], meta={"error": "RateLimitError: 429"}))
+    assert failure_loss(errored).targets == [2] and "429" in failure_loss(errored).text
+
+
+def test_an_error_status_in_spans_and_rows_reaches_the_node():
+    from agentgrad.importers.otlp import status_error
+
+    assert status_error({"code": 2, "message": "timeout"}) == "timeout" and status_error({"code": 1}) == ""
+    assert status_error("ERROR", "bad tool") == "bad tool" and status_error("OK") == ""
+    assert status_error({"code": "STATUS_CODE_ERROR"}) == "error"

@@ -124,3 +124,24 @@ def test_hostile_span_rows_get_one_line_each(tmp_path, capsys, text, words):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err, err
     assert not out.exists()
+
+
+def test_an_errored_tool_span_is_where_loss_auto_puts_the_loss(tmp_path):
+    """Phoenix rows of a real export with one tool span's status set to ERROR: the tool node records
+    the error, and the trace's own loss lands on the call that asked for that tool."""
+    from agentgrad.blame.losses import trace_loss
+
+    spans, _ = read_otlp(APPS / "agents-sdk" / "spans.jsonl")
+    mine = [s for s in spans if s.trace_id == spans[0].trace_id]
+    rows = as_phoenix(mine)
+    tool = next(r for r in rows if r["name"] == "lookup_invoice")  # the billing agent's tool
+    tool.update(status_code="ERROR", status_message="invoice service unavailable")
+    f = tmp_path / "phoenix.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tr = import_file(f).traces[0]
+    node = next(n for n in tr.nodes if n.meta.get("span_id") == tool["context.span_id"])
+    assert node.kind == "tool" and node.meta["error"] == "invoice service unavailable"
+    loss = trace_loss(tr)
+    callers = [p for p in node.parents if tr.nodes[p].kind == "call"]
+    assert callers and loss.targets == callers[:1] and tr.nodes[callers[0]].name == "billing"
+    assert "invoice service unavailable" in loss.text

@@ -438,3 +438,15 @@ def test_tests_are_grouped_by_package_and_name_no_issue():
     named = [f"{p}:{n}" for root in (TESTS, SRC, BENCHMARKS) for p in sorted(root.rglob("*.py"))
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not named, "name the behaviour, not the issue:\n" + "\n".join(named)
+
+
+def test_ci_fails_on_a_skip_for_missing_data_or_a_missing_extra():
+    """Under AGENTGRAD_REQUIRE_DATA=1 only the browser and GPU tests may be skipped (conftest)."""
+    from types import SimpleNamespace
+
+    from conftest import required_skips
+
+    reasons = ["Skipped: Captum comparison: captum is not installed", "Skipped: AgentRx data not found",
+               "Skipped: browser tests: no Chromium found", "Skipped: needs a CUDA device"]
+    rep = SimpleNamespace(stats={"skipped": [SimpleNamespace(longrepr=r) for r in reasons]})
+    assert [r.longrepr for r in required_skips(rep)] == reasons[:2]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import re
 
+from typing import Any
+
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
@@ -129,3 +131,57 @@ def record_loss(trace: Trace) -> VerbalLoss | None:
                           {"produced": c.text, "expected": v, "rule": "output never said"})
     c = calls[-1]
     return VerbalLoss(f"{LAST_WORDS}.", [c.id], "record", {"produced": c.text, "rule": "none found"})
+
+
+ERROR_TEXT = re.compile(r"^\s*(error|exception|traceback)\b", re.IGNORECASE)
+RETRIES = 3  # the same tool call this many times in a row of calls: a retry loop (fixed, not tuned)
+
+
+def node_error(node: Any) -> str:
+    """What a node records as gone wrong: an error status or exception of its span, a tool result
+    flagged as an error (``is_error``) or whose text is one (starting with Error, Exception, Traceback)."""
+    if node.meta.get("error"):
+        return str(node.meta["error"])
+    if node.kind == "tool" and (node.meta.get("is_error") or ERROR_TEXT.match(node.text or "")):
+        return (node.text or "error").strip()
+    return ""
+
+
+def failure_loss(trace: Trace) -> VerbalLoss | None:
+    """A loss on a failure the trace shows by itself, the first one in trace order; None where it shows
+    none. A failed call takes the loss itself; a failed tool result, the call that asked for it; a
+    retry loop (the same tool call, name and arguments, made :data:`RETRIES` times), its first call;
+    an agent's or a chain's failed span (no node of its own), that agent's last call before the end."""
+    calls = trace.calls()
+    if not calls:
+        return None
+    seen: dict[tuple[str, str], list[int]] = {}
+    for node in trace.nodes:
+        err = node_error(node)
+        if err and node.kind in ("call", "tool"):
+            at = node.id if node.kind == "call" else next(
+                (p for p in node.parents if trace.nodes[p].kind == "call"), None)
+            if at is not None:
+                what = f"the call of {node.name}" if node.kind == "call" else f"the tool {node.name} it called"
+                return VerbalLoss(f"{what} failed: {err[:300]}", [at], "record",
+                                  {"produced": trace.nodes[at].text, "rule": "error shown", "error": err[:1000]})
+        for tc in node.tool_calls if node.kind == "call" else []:
+            key = (tc.name, json.dumps(tc.arguments, sort_keys=True))
+            seen.setdefault(key, []).append(node.id)
+            if len(seen[key]) == RETRIES:
+                first = seen[key][0]
+                return VerbalLoss(f"{node.name} called {tc.name} with {key[1]} {RETRIES} times: a retry loop.",
+                                  [first], "record", {"produced": trace.nodes[first].text, "rule": "retry loop"})
+    for e in trace.meta.get("errors") or []:
+        mine = [c for c in calls if c.name == e.get("agent")] or calls
+        c = mine[-1]
+        return VerbalLoss(f"{e.get('span_name') or 'a span'} failed: {str(e.get('error'))[:300]}", [c.id], "record",
+                          {"produced": c.text, "rule": "error shown", "error": str(e.get("error"))[:1000]})
+    return None
+
+
+def trace_loss(trace: Trace) -> VerbalLoss | None:
+    """The loss a trace carries by itself (``agentgrad blame --loss auto``): its run's record of what it
+    should have done (:func:`record_loss`), else a failure it shows (:func:`failure_loss`); None where
+    it has neither."""
+    return record_loss(trace) or failure_loss(trace)

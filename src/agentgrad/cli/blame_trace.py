@@ -56,9 +56,10 @@ def blame_command(
                                            "file of many traces, a folder of trace files or a run directory, with "
                                            "--losses FILE or --expected FILE."),
     loss: Optional[str] = typer.Option(None, "--loss", help="What went wrong, in words (the verbal loss); required "
-                                                            "for one trace; auto: the loss the run's own record "
-                                                            "locates (a tau-bench result's reward_info: the first "
-                                                            "unexpected write, the reply that stated a wrong value). "
+                                                            "for one trace; auto: the loss the trace carries by "
+                                                            "itself (a tau-bench result's reward_info: the first "
+                                                            "unexpected write, the reply that stated a wrong value; "
+                                                            "else an error status, a failed tool, a retry loop). "
                                                             "For a set: the loss of every trace the "
                                                             "--losses/--expected file does not name (without one, "
                                                             "those are skipped)."),

@@ -217,7 +217,11 @@ def openinference_trace(trace_id: str, spans: list[OtlpSpan]) -> Trace:
     for sp in spans:
         kind = str(sp.attrs.get(OPENINFERENCE_KIND, "")).upper()
         a = sp.attrs
-        meta = {"span_id": sp.span_id, "span_name": sp.name, "attributes": a}
+        meta = {"span_id": sp.span_id, "span_name": sp.name, "attributes": a,
+                **({"error": sp.failure()} if sp.failure() else {})}
+        if sp.failure() and kind not in ("LLM", "TOOL"):  # an agent's or a chain's failure: not a node's
+            b.trace.meta.setdefault("errors", []).append({"span_id": sp.span_id, "span_name": sp.name,
+                                                          "error": sp.failure(), "agent": agent(sp)})
         if kind in ("AGENT", "CHAIN") and a.get("graph.node.id"):
             parent_node = a.get("graph.node.parent_id")
             node_id = str(a["graph.node.id"])

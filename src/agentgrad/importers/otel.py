@@ -151,7 +151,11 @@ def otel_trace(trace_id: str, spans: list[OtlpSpan]) -> Trace:
     for sp in spans:
         attrs = sp.attrs
         op = attrs.get("gen_ai.operation.name")
-        meta = {"span_id": sp.span_id, "span_name": sp.name, "attributes": attrs}
+        meta = {"span_id": sp.span_id, "span_name": sp.name, "attributes": attrs,
+                **({"error": sp.failure()} if sp.failure() else {})}
+        if sp.failure() and op not in LLM_OPERATIONS and op != "execute_tool":
+            b.trace.meta.setdefault("errors", []).append({"span_id": sp.span_id, "span_name": sp.name,
+                                                          "error": sp.failure(), "agent": agent(sp)})
         if op in LLM_OPERATIONS:
             msgs, text, calls, recorded = _llm_io(attrs, sp.events)
             if not msgs or not recorded:

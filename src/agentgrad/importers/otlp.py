@@ -36,6 +36,14 @@ class OtlpSpan:
     attrs: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, attributes)
     links: list[str] = field(default_factory=list)  # span ids
+    error: str = ""  # what went wrong where the span's status is an error or it records an exception
+
+    def failure(self) -> str:
+        """The span's error: its status's message, else its exception event's, else ""."""
+        for name, a in self.events:
+            if name == "exception":
+                return str(a.get("exception.message") or a.get("exception.type") or "exception")
+        return self.error
 
 
 def any_value(v: Any) -> Any:
@@ -94,8 +102,19 @@ def _spans_of(doc: Any) -> list[OtlpSpan]:
                         events.append((str(e.get("name", "")), attributes(e.get("attributes"))))
                 links = [str(lk["spanId"]) for lk in sp.get("links") or [] if isinstance(lk, dict) and lk.get("spanId")]
                 out.append(OtlpSpan(str(sp["traceId"]), str(sp["spanId"]), str(sp.get("parentSpanId") or ""),
-                                    str(sp.get("name") or ""), start, attributes(sp.get("attributes")), events, links))
+                                    str(sp.get("name") or ""), start, attributes(sp.get("attributes")), events, links,
+                                    status_error(sp.get("status"))))
     return out
+
+
+def status_error(status: Any, message: Any = None) -> str:
+    """A span status as an error text ("" unless it is an error): OTLP's ``{"code": 2 or
+    "STATUS_CODE_ERROR", "message"}``, or a store's status code (``ERROR``) and message."""
+    if isinstance(status, dict):
+        status, message = status.get("code"), status.get("message", message)
+    if str(status).upper() in ("2", "STATUS_CODE_ERROR", "ERROR"):
+        return str(message or "error")
+    return ""
 
 
 def _hint(doc: Any) -> str:

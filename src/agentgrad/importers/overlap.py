@@ -49,10 +49,6 @@ class Produced:
             bucket.append(text)
             bucket.sort(key=len, reverse=True)
 
-    def source_of(self, content: str) -> int | None:
-        """The node whose output is exactly ``content``, if any."""
-        return self.exact.get(content)
-
     def whole(self, contents: list[str]) -> list[int | None]:
         """For each message of one call, the node whose output it is whole (None if none): repeated
         texts matched to their producers in order, the last message to the latest producer."""

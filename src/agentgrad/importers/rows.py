@@ -25,7 +25,7 @@ from datetime import datetime
 from typing import Any, Iterator
 
 from agentgrad.importers.base import BadRecord
-from agentgrad.importers.otlp import OtlpSpan
+from agentgrad.importers.otlp import OtlpSpan, status_error
 
 JSON_TEXT = ("metadata", "llm.invocation_parameters", "input.value", "output.value", "tool.parameters")
 ID_KEYS = ("span_id", "spanId", "context.span_id")
@@ -97,8 +97,9 @@ def row_span(row: dict[str, Any], trace_id: str = "", parent: str = "") -> OtlpS
     events = [(str(e.get("name", "")), flatten(e.get("attributes") or {})) for e in row.get("events") or []
               if isinstance(e, dict)] if isinstance(row.get("events"), list) else []
     start = row.get("timestamp", row.get("start_time", row.get("startTimeUnixNano")))
+    error = status_error(row.get("status_code", row.get("status")), row.get("status_message"))
     return OtlpSpan(str(tid), str(sid), str(par), str(row.get("span_name") or row.get("name") or ""), _time(start),
-                    flat, events)
+                    flat, events, error=error)
 
 
 def _walk(row: dict[str, Any], trace_id: str, parent: str) -> Iterator[OtlpSpan]:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from agentgrad.attribution.factory import make_scorer
 from agentgrad.attribution.result import Attribution
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.blame.losses import record_loss, verbal_loss
+from agentgrad.blame.losses import trace_loss, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.blame.team import TraceVerdict
@@ -98,8 +98,8 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
-        loss: what went wrong, in words; ``auto``: the loss the run's own record locates
-            (:func:`~agentgrad.blame.losses.record_loss`: a tau-bench result's reward_info).
+        loss: what went wrong, in words; ``auto``: the loss the trace carries by itself
+            (:func:`~agentgrad.blame.losses.trace_loss`: its run's record, else a failure it shows).
         wrong: the text of the target's output that is wrong (located there: the loss's span).
         target: the call the loss attaches to: a node id, or an agent (its last call); default the
             trace's last call.
@@ -117,10 +117,11 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
         if wrong or target is not None or expected:
             raise ConfigError("--loss auto takes its target, wrong text and expected value from the run's record; "
                               "drop --wrong, --target and --expected (or write the loss yourself)")
-        vl = record_loss(trace)
+        vl = trace_loss(trace)
         if vl is None:
-            raise ConfigError(f"{path} keeps no record of what the run should have done (a tau-bench result's "
-                              f"reward_info): say in words what went wrong with --loss TEXT")
+            raise ConfigError(f"{path} shows no failure by itself (no record of what the run should have done, "
+                              f"as a tau-bench result's reward_info; no error status, failed tool or retry loop): "
+                              f"say in words what went wrong with --loss TEXT")
     else:
         vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
     out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method)
