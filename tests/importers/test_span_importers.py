@@ -13,7 +13,7 @@ from agentgrad.errors import ConfigError
 from agentgrad.importers import import_file, import_openinference, import_otel, import_spans
 from agentgrad.importers.overlap import Produced
 from agentgrad.testing.oispans import SpanWriter, flatten_messages, supervisor_episode, synthetic_export
-from conftest import assert_spans_exact
+from conftest import ROOT, assert_spans_exact
 
 
 def _write(path, doc):
@@ -289,3 +289,20 @@ def test_import_help_lists_every_format(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for fmt in ("chat", "otel", "openinference", "whowhen"):
         assert fmt in text
+
+
+SMOLAGENTS = ROOT / "tests" / "importers" / "data" / "smolagents_spans.jsonl"  # benchmarks/record_smolagents.py
+
+
+def test_a_smolagents_team_is_read_with_its_agents_as_smolagents_names_them():
+    """A real smolagents run (1.26.0, OpenInference's instrumentor, the OTLP file exporter): the
+    CodeAgent manager and its managed ToolCallingAgent 'searcher' are the agents, never the model
+    class's method the LLM spans are named after; the manager's final_answer is under its last call."""
+    tr = import_file(SMOLAGENTS).traces[0]
+    assert [c.name for c in tr.calls()] == ["CodeAgent", "searcher", "searcher", "CodeAgent"]
+    tool = next(n for n in tr.nodes if n.kind == "tool" and n.name == "lookup_population")
+    assert "9,999,999" in tool.text and tr.nodes[tool.parents[0]].name == "searcher"
+    final = tr.calls()[-1]
+    assert any(tr.nodes[p].name == "final_answer" and tr.nodes[p].kind == "tool" for p in final.parents)
+    assert tr.nodes[-1].kind == "tool" and tr.nodes[-1].parents == [final.id]
+    assert_spans_exact(tr)

@@ -145,3 +145,23 @@ def test_an_errored_tool_span_is_where_loss_auto_puts_the_loss(tmp_path):
     callers = [p for p in node.parents if tr.nodes[p].kind == "call"]
     assert callers and loss.targets == callers[:1] and tr.nodes[callers[0]].name == "billing"
     assert "invoice service unavailable" in loss.text
+
+
+def test_a_model_call_outside_every_agent_is_the_harness(tmp_path):
+    """An LLM span under no agent (an app formatting the final answer itself) is the harness, not an
+    agent named after the Python method its span is named after."""
+    def llm(sid, parent, ask, say):
+        return {"trace_id": "t", "span_id": sid, "parent_span_id": parent, "span_name": "LiteLLMModel.__call__",
+                "timestamp": int(sid), "span_attributes": {
+                    "openinference.span.kind": "LLM", "llm.input_messages.0.message.role": "user",
+                    "llm.input_messages.0.message.content": ask, "llm.output_messages.0.message.role": "assistant",
+                    "llm.output_messages.0.message.content": say}}
+    rows = [{"trace_id": "t", "span_id": "1", "span_name": "researcher.run", "timestamp": 1,
+             "span_attributes": {"openinference.span.kind": "AGENT"}},
+            llm("2", "1", "Find the population of Lyon.", "Lyon has 522,969 inhabitants."),
+            llm("3", "", "Format this answer: Lyon has 522,969 inhabitants.", "522,969")]
+    f = tmp_path / "rows.json"
+    f.write_text(json.dumps({"spans": rows}))
+    tr = import_file(f).traces[0]
+    assert [c.name for c in tr.calls()] == ["researcher", "harness"]
+    assert tr.calls()[0].id in tr.calls()[1].parents  # the answer it formats is the researcher's

@@ -16,9 +16,10 @@ OpenInference puts everything on span attributes, lists flattened with indices
   that records a handoff (the Agents SDK's ``handoff to B``: ``input.value`` / ``output.value`` the two
   agents) is a graph edge, not a node.
 - The agent of a call: ``agent.name`` (or ``gen_ai.agent.name``) on it or its nearest ancestor,
-  an ancestor ``AGENT`` span's ``graph.node.id`` or name, or LangGraph's node (the first
-  ``langgraph_checkpoint_ns`` segment, else ``langgraph_node``, of the span's ``metadata``); else
-  the span name.
+  an ancestor ``AGENT`` span's ``graph.node.id`` or name (smolagents' ``<agent>.run`` without its
+  ``.run``: managed agents by their names, the manager by its class), or LangGraph's node (the first
+  ``langgraph_checkpoint_ns`` segment, else ``langgraph_node``, of the span's ``metadata``); a call
+  outside every agent is the ``harness`` (the app's own code), never an agent named after a method.
 - ``AGENT`` and ``CHAIN`` spans are not nodes; their ``graph.node.id`` / ``graph.node.parent_id``
   and the handoffs make ``trace.meta["graph"]`` (agent -> the agents it came from), and an agent's
   first call gets the latest call of each agent it came from as a (structural) parent.
@@ -41,6 +42,7 @@ from agentgrad.importers.build import TraceBuilder
 from agentgrad.importers.otlp import OPENINFERENCE_KIND, OtlpSpan
 
 REDACTED = "__REDACTED__"
+HARNESS = "harness"  # a model call outside any agent (the app's own code around the agents)
 HIDDEN = ("the instrumentor hid it (OPENINFERENCE_HIDE_INPUTS, OPENINFERENCE_HIDE_OUTPUTS, ..._MESSAGES or "
           "..._TEXT, or TraceConfig(hide_...=True)); export with content recorded to attribute it")
 
@@ -168,8 +170,9 @@ def _label(sp: OtlpSpan) -> str | None:
     name = a.get("agent.name") or a.get("gen_ai.agent.name")
     if name:
         return str(name)
-    if str(a.get(OPENINFERENCE_KIND, "")).upper() == "AGENT" and (a.get("graph.node.id") or sp.parent):
-        return str(a.get("graph.node.id") or sp.name)
+    if str(a.get(OPENINFERENCE_KIND, "")).upper() == "AGENT":
+        # smolagents names its agent spans "<agent>.run" (the manager at the root: its class)
+        return str(a.get("graph.node.id") or (sp.name[:-4] if sp.name.endswith(".run") else sp.name))
     return _langgraph_node(a)
 
 
@@ -237,7 +240,7 @@ def openinference_trace(trace_id: str, spans: list[OtlpSpan]) -> Trace:
             if out is None:
                 raise BadRecord(f"LLM span {sp.span_id} ({sp.name}) records no output messages: {HIDDEN}")
             text, calls = out
-            name = agent(sp) or sp.name or "llm"
+            name = agent(sp) or HARNESS
             parents = []
             if name not in first_call_seen:  # a handoff or graph edge into this agent: its first call reads it
                 first_call_seen.add(name)
