@@ -305,4 +305,13 @@ def test_a_smolagents_team_is_read_with_its_agents_as_smolagents_names_them():
     final = tr.calls()[-1]
     assert any(tr.nodes[p].name == "final_answer" and tr.nodes[p].kind == "tool" for p in final.parents)
     assert tr.nodes[-1].kind == "tool" and tr.nodes[-1].parents == [final.id]
+    # the manager's code passed the searcher its task: that quoted part of its output is an edge (a
+    # fragment of the output, not the whole), so the final output reaches back to every call
+    from agentgrad.runs.blame import reach
+
+    first = tr.calls()[1]
+    quoted = [s for s in first.spans if s.source == tr.calls()[0].id]
+    assert quoted and quoted[0].at > 0 and first.messages[quoted[0].message]["content"][
+        quoted[0].start:quoted[0].end] == "Find the population of Lyon."
+    assert reach(tr) == (4, 4)
     assert_spans_exact(tr)

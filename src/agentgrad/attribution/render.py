@@ -38,6 +38,7 @@ class RenderedCall:
     output_range: tuple[int, int]  # [start, end) token indices of the output
     source_ranges: dict[int, list[tuple[int, int]]]  # source node -> token ranges of its spans
     source_chars: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # char ranges in text
+    source_at: dict[int, list[int]] = field(default_factory=dict)  # where in the source's text each range starts
     method: str = "placeholder"  # how message offsets were found
     output_char_start: int = 0  # where the output begins in ``text``
     offsets: list[tuple[int, int]] = field(default_factory=list)  # character range of every token
@@ -208,9 +209,11 @@ def render_call(tok: Any, node: Node) -> RenderedCall:
     o_s, o_e = char_to_token_range(offsets, ends, out_start, out_end)
     source_ranges: dict[int, list[tuple[int, int]]] = {}
     source_chars: dict[int, list[tuple[int, int]]] = {}
+    source_at: dict[int, list[int]] = {}
     for s in node.spans:
         a, b = starts[s.message] + s.start, starts[s.message] + s.end
         source_chars.setdefault(s.source, []).append((a, b))
+        source_at.setdefault(s.source, []).append(s.at)
         source_ranges.setdefault(s.source, []).append(char_to_token_range(offsets, ends, a, b))
     return RenderedCall(
         text=text,
@@ -218,6 +221,7 @@ def render_call(tok: Any, node: Node) -> RenderedCall:
         output_range=(o_s, o_e),
         source_ranges=source_ranges,
         source_chars=source_chars,
+        source_at=source_at,
         method=method,
         output_char_start=out_start,
         offsets=offsets,
@@ -284,3 +288,10 @@ def window_trace(tok: Any, trace: Trace, limit: int) -> Trace:
     out = Trace.from_dict(trace.to_dict())
     out.nodes = [window_call(tok, n, limit) if n.kind == "call" else n for n in out.nodes]
     return out
+
+
+def source_windows(r: Any, source: int) -> list[tuple[int, int, int]]:
+    """``(start, end, at)`` of each range of ``r.text`` that came from ``source``: its characters
+    ``[start, end)`` are the source's text from character ``at`` on."""
+    ats = getattr(r, "source_at", {}).get(source) or []
+    return [(a, b, ats[i] if i < len(ats) else 0) for i, (a, b) in enumerate(r.source_chars.get(source, []))]

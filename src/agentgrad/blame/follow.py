@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 from agentgrad.attribution.graph import strongest
+from agentgrad.attribution.render import source_windows
 from agentgrad.blame.facts import LINES, FactReader
 
 SUPPORTED = 0.6931  # ln 2: content whose tokens each have p > 1/2 is taken as copied from the step's inputs (not tuned)
@@ -28,11 +29,11 @@ def region_in_source(ctx: Any, src: Any, node: int) -> tuple[tuple[int, int], ..
     keep = sorted(p for p, v in zip(src.positions, src.l1) if v >= 0.5 * top)
     r = ctx.render(node)
     chars = []
-    for (a, b) in r.source_chars.get(src.source, []):
+    for (a, b, at) in source_windows(r, src.source):
         for p in keep:
             ta, tb = r.offsets[p]
             if ta < b and tb > a:
-                chars.append((max(ta, a) - a, min(tb, b) - a))
+                chars.append((max(ta, a) - a + at, min(tb, b) - a + at))
     return tuple(chars) or None
 
 
@@ -72,9 +73,9 @@ def top_token(ctx: Any, src: Any, node: int) -> tuple[str, int, int] | None:
         return None
     r = ctx.render(node)
     ta, tb = r.offsets[src.positions[max(range(len(src.l1)), key=lambda i: src.l1[i])]]
-    for (a, b) in r.source_chars.get(src.source, []):
+    for (a, b, at) in source_windows(r, src.source):
         if ta < b and tb > a:
-            return ctx.trace.nodes[src.source].text, max(ta, a) - a, min(tb, b) - a
+            return ctx.trace.nodes[src.source].text, max(ta, a) - a + at, min(tb, b) - a + at
     return None
 
 

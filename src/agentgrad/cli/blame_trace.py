@@ -159,6 +159,10 @@ def blame_command(
                   f"agent(s), {sum(n.kind == 'tool' for n in tr.nodes)} tool result(s); loss on n{node.id} "
                   f"({node.name})" + (f", from the run's record: {tv.verbal.text}" if tv.verbal.kind == "record" else ""),
                   highlight=False, markup=False)
+    from agentgrad.runs.blame import reach
+
+    k, n = reach(tr)
+    console.print(f"the final output reaches back to {k} of {n} calls", highlight=False, markup=False)
     print_blame_rows([v.row() for v in tv.methods.values()], console)
     from agentgrad.blame.confidence import confidence, short_line, trace_kind
 

@@ -46,19 +46,24 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Span:
-    """Characters ``[start, end)`` of ``messages[message].content`` that came from node ``source``."""
+    """Characters ``[start, end)`` of ``messages[message].content`` that came from node ``source``: its
+    text from character ``at`` on (0: from its start; a framework that quoted part of an output)."""
 
     source: int
     message: int
     start: int
     end: int
+    at: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {"source": self.source, "message": self.message, "start": self.start, "end": self.end}
+        d = {"source": self.source, "message": self.message, "start": self.start, "end": self.end}
+        if self.at:
+            d["at"] = self.at
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Span":
-        return cls(int(d["source"]), int(d["message"]), int(d["start"]), int(d["end"]))
+        return cls(int(d["source"]), int(d["message"]), int(d["start"]), int(d["end"]), int(d.get("at", 0)))
 
 
 @dataclass

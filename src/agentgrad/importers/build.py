@@ -36,7 +36,7 @@ class TraceBuilder:
 
     def _input(self, text: str, name: str) -> int:
         node = self.trace.add(Node(id=-1, kind="input", name=name, text=text))
-        self.produced.add(node.id, text)
+        self.produced.add(node.id, text, quotable=False)  # a framework's rendering: its parts are boilerplate
         return node.id
 
     def call(self, agent: str, messages: list[dict[str, Any]], text: str, tool_calls: list[ToolCall],
@@ -54,6 +54,8 @@ class TraceBuilder:
             if m.get("role") == "system" or not content:
                 continue
             found = self.produced.spans(content, j, whole[j])
+            if whole[j] is None:  # parts of earlier outputs the framework re-rendered into this message
+                found = sorted(found + self.produced.fragments(content, j, found), key=lambda s: s.start)
             if not found:
                 role = m.get("role")
                 name = {"user": "user", "assistant": "history"}.get(role, str(m.get("name") or role or "input"))

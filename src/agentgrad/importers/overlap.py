@@ -23,6 +23,7 @@ from agentgrad.core.trace import Span
 
 MIN_CONTAINED = 8
 KEY = 8
+MIN_FRAGMENT = 24  # a quoted part of an earlier output: at least this many characters (fixed, not tuned)
 _STARTS = re.compile(r"(?<![0-9A-Za-z_])(?=\S)")
 
 
@@ -37,8 +38,11 @@ class Produced:
         self.exact: dict[str, int] = {}  # text -> the latest node that produced it
         self.producers: dict[str, list[int]] = {}  # text -> every node that produced it, in order
         self._index: dict[str, list[str]] = {}  # first KEY characters -> texts (longest first)
+        self._parts: dict[str, list[tuple[int, str, int]]] = {}  # KEY characters at a word start -> (node, text, at)
 
-    def add(self, node: int, text: str) -> None:
+    def add(self, node: int, text: str, quotable: bool = True) -> None:
+        """Record ``node``'s output; ``quotable``: a later message may quote a part of it (an agent's or
+        a tool's output), not only the whole (an input the import made of an unmatched message)."""
         if not text:
             return
         new = text not in self.exact
@@ -48,6 +52,10 @@ class Produced:
             bucket = self._index.setdefault(text[:KEY], [])
             bucket.append(text)
             bucket.sort(key=len, reverse=True)
+        if quotable and len(text) >= MIN_FRAGMENT:
+            for m in _STARTS.finditer(text):
+                if len(text) - m.start() >= MIN_FRAGMENT:
+                    self._parts.setdefault(text[m.start():m.start() + KEY], []).append((node, text, m.start()))
 
     def whole(self, contents: list[str]) -> list[int | None]:
         """For each message of one call, the node whose output it is whole (None if none): repeated
@@ -60,6 +68,35 @@ class Produced:
                 k = used.get(contents[j], 0)
                 out[j] = nodes[max(len(nodes) - 1 - k, 0)]
                 used[contents[j]] = k + 1
+        return out
+
+    def fragments(self, content: str, message: int, taken: list[Span]) -> list[Span]:
+        """Spans of the places outside ``taken`` where ``content`` quotes a part of an earlier output of
+        at least :data:`MIN_FRAGMENT` characters, from a word start to a word end: an output re-rendered
+        by a framework (an ``Observation:`` of it, a tool's argument repeated, a truncated or escaped
+        copy keeps such runs). At each place the longest quoted run wins, its latest producer first."""
+        out: list[Span] = []
+        cover = sorted((s.start, s.end) for s in taken)
+        covered = 0
+        for m in _STARTS.finditer(content):
+            i = m.start()
+            if i < covered or any(a <= i < b for a, b in cover):
+                continue
+            best, src, at_of = 0, None, {}
+            for node, text, at in reversed(self._parts.get(content[i:i + KEY], ())):
+                n = 0
+                limit = min(len(text) - at, len(content) - i)
+                while n < limit and content[i + n] == text[at + n]:
+                    n += 1
+                while n and _word(content[i + n - 1]) and i + n < len(content) and _word(content[i + n]):
+                    n -= 1  # end at a word end
+                if any(a < i + n and i < b for a, b in cover):
+                    n = min(a for a, b in cover if a > i) - i if any(a > i for a, b in cover) else n
+                if n > best:
+                    best, src, at_of = n, node, {node: at}
+            if src is not None and best >= MIN_FRAGMENT:
+                out.append(Span(src, message, i, i + best, at_of[src]))
+                covered = i + best
         return out
 
     def spans(self, content: str, message: int, whole: int | None = None) -> list[Span]:

@@ -31,6 +31,17 @@ from agentgrad.importers.spans import import_file
 AUTO = "auto"  # --loss auto: the loss the run's own record locates
 
 
+def reach(trace: Trace) -> tuple[int, int]:
+    """``(calls the final output reaches back to, calls)``: the calls upstream of the last call, itself
+    included, along the edges the import recovered (a trace whose calls the final output does not reach
+    is one whose data flow was not read)."""
+    calls = trace.calls()
+    if not calls:
+        return 0, 0
+    up = set(trace.upstream(calls[-1].id))
+    return sum(c.id in up for c in calls), len(calls)
+
+
 def blame_record(tv: TraceVerdict) -> dict[str, Any]:
     """``blame.json`` of one blamed trace: the file, the loss, the scorer, every method's verdict, and
     the table's rows (what the report's summary shows)."""
@@ -38,6 +49,7 @@ def blame_record(tv: TraceVerdict) -> dict[str, Any]:
     return {"source": tv.source, "trace": tv.trace, "loss": tv.verbal.to_dict() if tv.verbal else None,
             "scorer": att.scorer if att is not None else None,
             "methods": {m: v.to_dict() for m, v in tv.methods.items()}, "rows": [v.row() for v in tv.methods.values()],
+            **({"reach": dict(zip(("calls", "of"), reach(tv.data)))} if tv.data is not None else {}),
             "broken": tv.broken, "seconds": tv.seconds}
 
 
