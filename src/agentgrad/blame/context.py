@@ -163,6 +163,17 @@ class BlameContext:
         found = {k[1]: v[0] for k, v in self._cache.items() if k[0] == "gradient blame" and not k[2] and len(k) == 3}
         return [found[n] for n in sorted(found)]
 
+    def scored(self) -> list[Any]:
+        """One attribution per call the methods scored (its whole-output one where computed, else the
+        first computed for it), in node order: what a report draws of a blame that scored only the calls
+        its methods read."""
+        found: dict[int, Any] = {}
+        for k, v in self._cache.items():
+            if k[0] == "gradient blame" and len(k) == 3 and hasattr(v[0], "sources"):  # the call's own output
+                if k[1] not in found or not k[2]:
+                    found[k[1]] = v[0]
+        return [found[n] for n in sorted(found)]
+
     @property
     def reader(self) -> FactReader:
         """The fact reader of the trace's text (:func:`~agentgrad.blame.facts.detect_reader`), read once

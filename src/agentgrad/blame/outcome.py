@@ -63,7 +63,8 @@ def _from_blamed(trace: Trace, path: list[int], tops: set[int]) -> list[int]:
 
 
 def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = None, *, results: list[Any] | None = None,
-                  seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None) -> Verdict:
+                  seed: int = 0, top_k: int = 1, max_paths: int = 16, judge: Any = None,
+                  context: BlameContext | None = None) -> Verdict:
     """Blame one failed episode with registry ``method`` (an alias is resolved).
 
     Args:
@@ -71,10 +72,12 @@ def blame_episode(method: str, trace: Trace, loss: VerbalLoss, scorer: Any = Non
             reused instead of computed again.
         top_k: incoming edges kept per call by the ``path``, ``earliest`` and ``maxw`` walks.
         max_paths: the most trajectories returned.
+        context: a :class:`BlameContext` of this trace, loss and scorer shared with other methods, so
+            that each call's gradients are taken once for all of them (its settings are used).
     """
     name = canonical(method)
     fn = get_blame_method(name)
-    ctx = BlameContext(trace, loss, scorer, seed, judge, top_k)
+    ctx = context if context is not None else BlameContext(trace, loss, scorer, seed, judge, top_k)
     ctx.prime(results or [])
     ranking: list[Blame] = []
     blamed: list[Blame] = []

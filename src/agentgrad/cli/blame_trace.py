@@ -90,6 +90,9 @@ def blame_command(
     device: str = DEVICE,
     dtype: str = DTYPE,
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
+    all_calls: bool = typer.Option(False, "--all-calls", help="Score every call first (the report's whole "
+                                                               "attribution graph); by default only the calls "
+                                                               "the methods read are scored."),
     seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking, the random method and the set's bootstrap."),
     out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
                                                                "(a set: verdicts.jsonl and traces.jsonl) and "
@@ -151,7 +154,8 @@ def blame_command(
         return
     with console.status("blaming") as status:
         tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
-                        seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"))
+                        seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"),
+                        attribute_all=all_calls)
     written = write_blame(tv, out, top_k, seed)
     tr = tv.data
     node = tr.nodes[tv.verbal.targets[0]]

@@ -18,7 +18,9 @@ from typing import Any, Callable
 
 from agentgrad.attribution.factory import make_scorer
 from agentgrad.attribution.result import Attribution
+from agentgrad.attribution.records import build_graph
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.blame.context import BlameContext
 from agentgrad.blame.losses import trace_loss, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import blame_episode
@@ -79,23 +81,27 @@ def scorer_for(names: list[str], scorer: Any) -> Any:
 
 def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None, scorer: Any = None,
                 seed: int = 0, top_k: int = 1, judge: Any = None,
-                on_method: Callable[[str], None] | None = None) -> TraceVerdict:
+                on_method: Callable[[str], None] | None = None, attribute_all: bool = False) -> TraceVerdict:
     """Every method's verdict on ``trace`` for ``loss`` (a blamed :class:`TraceVerdict`, which also keeps
-    the trace, the loss and the shared attribution in memory); ``scorer`` (a model value or a loaded
-    scorer) is loaded only when a method needs gradients, and the trace is attributed once for all."""
+    the trace, the loss and the attributions computed in memory); ``scorer`` (a model value or a loaded
+    scorer) is loaded only when a method needs gradients. The methods share one context, so a call's
+    gradients are taken once for all of them, and only the calls they read are scored (a walk from
+    the loss scores the calls it walks through); ``attribute_all`` scores every call first (the whole
+    attribution graph for the report, at the price of a backward pass over every call)."""
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
     sc = scorer_for(names, scorer)
-    results: list[Any] = []
-    graph = None
-    if sc is not None:
-        results, graph = sc.attribute(trace)
+    ctx = BlameContext(trace, loss, sc, seed, judge, top_k)  # shared: each call's gradients taken once for all
+    if sc is not None and attribute_all:
+        ctx.prime(sc.attribute(trace)[0])
     verdicts = {}
     for m in names:
         if on_method:
             on_method(m)
-        verdicts[m] = blame_episode(m, trace, loss, sc, results=results or None, seed=seed, top_k=top_k, judge=judge)
+        verdicts[m] = blame_episode(m, trace, loss, sc, seed=seed, top_k=top_k, judge=judge, context=ctx)
+    results = ctx.scored()  # only the calls the methods read were scored (every call with attribute_all)
+    graph = build_graph(trace, results) if sc is not None and results else None
     return TraceVerdict(trace.id, "blamed", verdicts, loss=loss.text, wrong=loss.details.get("wrong"),
                         expected=loss.details.get("expected"), target=loss.targets[0] if loss.targets else None,
                         seconds=round(time.time() - t0, 2), data=trace, verbal=loss,
@@ -106,7 +112,7 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
 def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = None,
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
                top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
-               expected: str | None = None) -> TraceVerdict:
+               expected: str | None = None, attribute_all: bool = False) -> TraceVerdict:
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
@@ -136,7 +142,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
                               f"say in words what went wrong with --loss TEXT")
     else:
         vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
-    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method)
+    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all)
     out.source, out.broken = str(path), res.broken
     return out
 

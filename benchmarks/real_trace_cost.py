@@ -1,0 +1,127 @@
+"""What blaming a real conversation costs: AgentRx's failed tau-bench runs, each blamed with the default
+method as ``agentgrad blame FILE`` does, against one forward and backward pass over the whole
+conversation measured in the same process (the unit the cost is stated in).
+
+    python benchmarks/real_trace_cost.py --out records/real-trace-cost/smollm2.jsonl [--quick] [--resume]
+    python benchmarks/real_trace_cost.py --table records/real-trace-cost/smollm2.jsonl
+
+Per run (one JSON line, appended as it finishes): its messages, calls and the whole conversation's
+tokens; for each loss (``last``: on the final call; ``located``: where the run's record says,
+``--loss auto``) the calls the blame scored, its wall and CPU seconds, and the ratio of its wall time
+to the reference pass's. The peak extra memory (sampled RSS) is kept too, but not printed: in one
+process the allocator keeps what an earlier pass freed, so only a run's first figure means anything.
+``--quick``: the first 3 runs (by id). The scorer is SmolLM2-135M-Instruct, fp32, on the CPU; run it
+alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attribution_cost import PeakMemory  # noqa: E402  (the benchmarks' sampled-RSS meter)
+
+
+def reference_pass(scorer, trace) -> dict:
+    """One forward and one backward pass over the whole conversation (the final call rendered with its
+    output): the reference's plain gradients (:func:`agentgrad.attribution.gbc.gradients`)."""
+    from agentgrad.attribution.gbc import gradients
+    from agentgrad.attribution.render import render_call
+
+    r = render_call(scorer.tokenizer, trace.calls()[-1])
+    t0, c0 = time.perf_counter(), time.process_time()
+    with PeakMemory("cpu") as mem:
+        gradients(scorer.model, r.input_ids, r.output_range)
+    return {"tokens": len(r.input_ids), "seconds": round(time.perf_counter() - t0, 2),
+            "cpu_seconds": round(time.process_time() - c0, 2), "peak_mb": round(mem.peak / 2**20)}
+
+
+def blame_cost(scorer, trace, loss) -> dict:
+    from agentgrad.runs.blame import blame_trace
+
+    scorer.clear_cache()  # each blame starts cold: no prefix or forward pass kept from another
+    t0, c0 = time.perf_counter(), time.process_time()
+    with PeakMemory("cpu") as mem:
+        tv = blame_trace(trace, loss, None, scorer)
+    verdict = next(iter(tv.methods.values()))
+    return {"target": loss.targets[0], "scored": len(tv.attribution.nodes) if tv.attribution else 0,
+            "seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
+            "peak_mb": round(mem.peak / 2**20), "blamed": verdict.node}
+
+
+def run(out: Path, quick: bool, resume: bool) -> None:
+    from agentgrad.attribution.factory import make_scorer
+    from agentgrad.benchmarks.agentrx.bench import losses
+    from agentgrad.benchmarks.agentrx.data import load_runs
+
+    done = set()
+    if out.exists():
+        if not resume:
+            sys.exit(f"real_trace_cost: {out} exists; pass --resume to go on, or another --out")
+        done = {json.loads(x)["run"] for x in out.read_text().splitlines() if x.strip().endswith("}")}
+    runs = sorted((r for r in load_runs(("tau",))[0]), key=lambda r: int(r.trace.id) if r.trace.id.isdigit() else 0)
+    runs = runs[:3] if quick else runs
+    scorer = make_scorer("smollm2", on_too_long="skip")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for i, r in enumerate(runs, 1):
+        if r.trace.id in done:
+            continue
+        ref = reference_pass(scorer, r.trace)
+        rec = {"run": r.trace.id, "messages": len(r.trace.nodes), "calls": len(r.trace.calls()), "reference": ref,
+               "scorer": "smollm2 fp32 cpu", "losses": {}}
+        for setting, loss in losses(r).items():
+            c = blame_cost(scorer, r.trace, loss)
+            c["ratio"] = round(c["seconds"] / ref["seconds"], 2) if ref["seconds"] else None
+            rec["losses"][setting] = c
+        with out.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+        print(f"[{i}/{len(runs)}] run {r.trace.id}: {ref['tokens']} tokens, pass {ref['seconds']} s; "
+              + ", ".join(f"{k}: {v['scored']} calls scored, {v['seconds']} s ({v['ratio']}x)"
+                          for k, v in rec["losses"].items()), flush=True)
+
+
+def table(path: Path) -> None:
+    try:
+        recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError) as e:
+        sys.exit(f"real_trace_cost: cannot read {path} ({e.__class__.__name__})")
+    print(f"{len(recs)} tau-bench runs of AgentRx, SmolLM2 fp32 on the CPU: blame's wall time over one forward and "
+          f"backward pass of the whole conversation")
+    print("| loss | runs | median ratio | max ratio | median calls scored |")
+    print("|---|---|---|---|---|")
+    for setting in ("last", "located"):
+        rows = [r["losses"][setting] for r in recs if setting in r["losses"]]
+        ratios = [x["ratio"] for x in rows if x["ratio"] is not None]
+        print(f"| {setting} | {len(rows)} | {statistics.median(ratios):.2f} | {max(ratios):.2f} | "
+              f"{statistics.median(x['scored'] for x in rows):.0f} |")
+    print("| run | tokens | pass s | last: calls, s, ratio | located: calls, s, ratio |")
+    print("|---|---|---|---|---|")
+    for r in recs:
+        cells = [f"{r['losses'][k]['scored']}, {r['losses'][k]['seconds']}, {r['losses'][k]['ratio']}"
+                 for k in ("last", "located") if k in r["losses"]]
+        print(f"| {r['run']} | {r['reference']['tokens']} | {r['reference']['seconds']} | " + " | ".join(cells) + " |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, help="records JSONL to write (one line per run)")
+    ap.add_argument("--table", type=Path, help="print the table of a records file")
+    ap.add_argument("--quick", action="store_true", help="the first 3 runs")
+    ap.add_argument("--resume", action="store_true", help="go on in --out: runs done are kept")
+    a = ap.parse_args(argv)
+    if a.table:
+        table(a.table)
+    elif a.out:
+        run(a.out, a.quick, a.resume)
+    else:
+        ap.error("give --out (measure) or --table (print)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

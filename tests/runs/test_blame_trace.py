@@ -1,0 +1,35 @@
+"""Blaming one trace scores only the calls its methods read, with the numbers of scoring them all."""
+
+from __future__ import annotations
+
+import pytest
+
+import agentgrad as ag
+from agentgrad.attribution.scorer import Scorer
+from agentgrad.runs.blame import blame_trace, reach
+from conftest import pipeline_trace
+
+METHODS = ["gbc:max_l1:targeted:blend", "gbc:mean_l1:whole:maxw", "provenance"]
+
+
+def test_only_the_calls_the_methods_read_are_scored_and_the_verdicts_are_the_same(tiny_llama):
+    """The default walk scores the loss's call and those it walks through; scoring every call first
+    (attribute_all, the old way) changes no verdict and no weight of a call both scored."""
+    tr = pipeline_trace(tiny_llama)
+    final = tr.calls()[-1]
+    word = final.text.split()[0]
+    loss = ag.verbal_loss(tr, "the answer is wrong", wrong=word)
+    lean = blame_trace(tr, loss, METHODS, Scorer(str(tiny_llama)))
+    full = blame_trace(tr, loss, METHODS, Scorer(str(tiny_llama)), attribute_all=True)
+    assert {m: v.to_dict() for m, v in lean.methods.items()} == {m: v.to_dict() for m, v in full.methods.items()}
+    assert len(full.attribution.nodes) == len(tr.calls())
+    scored = {n.node_id: n for n in lean.attribution.nodes}
+    assert final.id in scored and len(scored) <= len(tr.calls())
+    for n in full.attribution.nodes:  # a call scored both ways, same objective: the same weights (a prefix
+        # run in the call's own pass rather than cached first rounds apart, within 1e-5)
+        if n.node_id in scored and scored[n.node_id].log_prob == pytest.approx(n.log_prob, rel=1e-5):
+            for a, b in zip(scored[n.node_id].sources, n.sources, strict=True):
+                assert a.weights == pytest.approx(b.weights, rel=1e-5, abs=1e-6)
+    only_strings = blame_trace(tr, loss, ["provenance"], Scorer(str(tiny_llama)))
+    assert only_strings.attribution is None  # a model-free method reads no gradient: nothing scored
+    assert reach(tr) == (len(tr.calls()), len(tr.calls()))
