@@ -201,3 +201,21 @@ def test_an_error_status_in_spans_and_rows_reaches_the_node():
     assert status_error({"code": 2, "message": "timeout"}) == "timeout" and status_error({"code": 1}) == ""
     assert status_error("ERROR", "bad tool") == "bad tool" and status_error("OK") == ""
     assert status_error({"code": "STATUS_CODE_ERROR"}) == "error"
+
+
+@needs_agentrx
+def test_the_loss_goes_to_the_call_its_words_describe():
+    """`--loss TEXT` without --target: the call whose output the words describe (task 2: the reply that
+    told the user the t-shirt count, the annotated root cause), and the loss says why; words no output
+    shares stay on the last call."""
+    from agentgrad.blame.losses import DESCRIBED, verbal_loss
+
+    res = import_file(AGENTRX / "tau_retail" / "tau_dataset_failed.json")
+    t2 = next(t for t in res.traces if t.id == "2")
+    loss = verbal_loss(t2, "the agent told the user the wrong number of t-shirt options", target=DESCRIBED)
+    node = t2.nodes[loss.targets[0]]
+    assert node.meta["message"] == 6 and "shirt" in loss.details["target_reason"]
+    vague = verbal_loss(t2, "it failed", target=DESCRIBED)
+    assert vague.targets == [t2.calls()[-1].id] and "the last call" in vague.details["target_reason"]
+    held = verbal_loss(t2, "wrong count", wrong="11 available", target=DESCRIBED)
+    assert held.targets == [node.id] and held.spans[node.id]

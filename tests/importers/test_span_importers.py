@@ -270,7 +270,7 @@ def test_blame_with_the_expected_answer_contrasts_the_produced_one(tmp_path, cap
                     scorer=str(tiny_llama))
     assert tb.verbal.details["expected"] == "522,969" and tb.verbal.details["wrong"] == "9,999,999"
     # the same ranking as the loss built by hand with that answer; the method reads the answer it was given
-    hand = ag.verbal_loss(tb.data, "wrong figure", wrong="9,999,999", expected="522,969")
+    hand = ag.verbal_loss(tb.data, "wrong figure", wrong="9,999,999", expected="522,969", target="described")
     assert hand.to_dict() == tb.verbal.to_dict()
     assert tb.methods[m].ranking == blame_episode(m, tb.data, hand, tb.scorer).ranking
     # another right answer, another gradient at the loss's span

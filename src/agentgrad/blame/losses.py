@@ -14,14 +14,41 @@ import re
 from typing import Any
 
 from agentgrad.blame.backward import VerbalLoss
+from agentgrad.core.text import content_words
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
+
+
+DESCRIBED = "described"  # verbal_loss(target=DESCRIBED): the call the loss's words describe
+MIN_SHARED = 2  # content words a call's output must share with the loss to take it from the last call (fixed)
+
+
+def described_call(trace: Trace, text: str, wrong: str | None = None) -> tuple[Any, str]:
+    """The call a loss's words describe, and why: with ``wrong``, the latest call whose output holds
+    that text; else the call whose output shares the most content words with the loss (at least
+    :data:`MIN_SHARED`; the latest of equals), else the last call."""
+    calls = trace.calls()
+    if wrong:
+        holders = [c for c in calls if wrong in c.text]
+        if holders:
+            return holders[-1], f"its output holds {wrong!r}"
+        return calls[-1], "the last call"
+    words = content_words(text)
+    best, shared = calls[-1], set()
+    for c in calls:
+        mine = words & content_words(c.text)
+        if len(mine) >= max(MIN_SHARED, len(shared)):
+            best, shared = c, mine
+    if not shared:
+        return calls[-1], f"the last call (no output shares {MIN_SHARED} words with the loss)"
+    return best, "its output shares the loss's words " + ", ".join(sorted(shared))
 
 
 def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str | int | None = None,
                 expected: str | None = None) -> VerbalLoss:
     """A verbal loss for a recorded trace, from words: attached to ``target`` (a node id, or an agent
-    name: its last call; default the trace's last call, the final answer), and, with ``wrong``, the
+    name: its last call; :data:`DESCRIBED`: the call the words describe, :func:`described_call`, the
+    reason in ``details["target_reason"]``; default the trace's last call, the final answer), and, with ``wrong``, the
     places of that text in the target's output as the loss's spans (what the loss-targeted objective
     differentiates and the string-provenance method follows back). With ``expected`` (the right
     answer, or the right text in place of ``wrong``), the failure-conditioned ``contrast`` objective
@@ -31,8 +58,11 @@ def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str |
         raise ConfigError("the trace has no call node to attach a loss to")
     if not str(text).strip():
         raise ConfigError("the loss is empty: say in words what went wrong")
+    reason = None
     if target is None:
         node = calls[-1]
+    elif target == DESCRIBED:
+        node, reason = described_call(trace, text, wrong)
     elif isinstance(target, int) or str(target).isdigit():
         t = int(target)
         if not 0 <= t < len(trace.nodes) or trace.nodes[t].kind != "call":
@@ -57,7 +87,8 @@ def verbal_loss(trace: Trace, text: str, wrong: str | None = None, target: str |
     if expected is not None and not str(expected).strip():
         raise ConfigError("the expected answer is empty: give the right answer, or leave it out")
     details = {"produced": node.text, **({"wrong": wrong} if wrong else {}),
-               **({"expected": str(expected)} if expected is not None else {})}
+               **({"expected": str(expected)} if expected is not None else {}),
+               **({"target_reason": reason} if reason else {})}
     return VerbalLoss(str(text), [node.id], "generic", details, spans)
 
 

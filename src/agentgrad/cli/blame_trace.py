@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentgrad.blame.losses import DESCRIBED
 from agentgrad.blame.methods import DEFAULT_METHOD
 from agentgrad.cli._common import app, console
 from agentgrad.cli.options import DEVICE, DTYPE, JUDGE
@@ -77,7 +78,10 @@ def blame_command(
                                                                  "\"loss\": TEXT, \"wrong\": TEXT?, \"expected\": "
                                                                  "TEXT?})."),
     target: Optional[str] = typer.Option(None, "--target", help="The call the loss attaches to: a node id or an "
-                                                                "agent (its last call); default the last call."),
+                                                                "agent (its last call); default the call the "
+                                                                "words describe: the latest whose output holds "
+                                                                "--wrong, else the one sharing most of the loss's "
+                                                                "words, else the last call."),
     trace_id: Optional[str] = typer.Option(None, "--trace", help="Which trace of a file that holds several."),
     method: list[str] = typer.Option([], "--method", help=f"Blame method(s), repeatable or comma-separated, printed "
                                      f"in the order given: any name of bench blame --methods (a name is that method "
@@ -153,7 +157,8 @@ def blame_command(
         run_set(trace, *books, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
         return
     with console.status("blaming") as status:
-        tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=target, trace_id=trace_id, methods=names, scorer=sc,
+        tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=DESCRIBED if target is None else target,
+                        trace_id=trace_id, methods=names, scorer=sc,
                         seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"),
                         attribute_all=all_calls)
     written = write_blame(tv, out, top_k, seed)
@@ -161,7 +166,9 @@ def blame_command(
     node = tr.nodes[tv.verbal.targets[0]]
     console.print(f"trace {tr.id}: {len(tr.calls())} calls of {len({c.name for c in tr.calls()})} "
                   f"agent(s), {sum(n.kind == 'tool' for n in tr.nodes)} tool result(s); loss on n{node.id} "
-                  f"({node.name})" + (f", from the run's record: {tv.verbal.text}" if tv.verbal.kind == "record" else ""),
+                  f"({node.name})" + (f", from the run's record: {tv.verbal.text}" if tv.verbal.kind == "record" else
+                                      f": {tv.verbal.details['target_reason']}" if tv.verbal.details.get("target_reason")
+                                      else ""),
                   highlight=False, markup=False)
     from agentgrad.runs.blame import reach
 

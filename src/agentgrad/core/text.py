@@ -8,6 +8,7 @@ range of every piece that came from another node is known (a span), without sear
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -160,3 +161,13 @@ def as_text(value: Any) -> Text:
     if isinstance(value, (list, tuple)):
         return Text.join("\n", [as_text(v) for v in value])
     return Text(str(value))
+
+
+# words too common to say that two texts share anything (a prompt's line and an output, a loss and an output)
+STOPWORDS = frozenset("a an and are as at be by for from in is it its of on or that the this to with you your "
+                      "i me my we our".split())
+
+
+def content_words(text: str) -> set[str]:
+    """The lower-cased words of ``text`` (letters and digits), stop words left out."""
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS}

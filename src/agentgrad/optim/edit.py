@@ -25,6 +25,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from agentgrad.core.text import content_words
 from agentgrad.optim.optimizer import DeterministicOptimizer, StepInput, StepResult
 
 _SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+|$)", re.M)
@@ -91,14 +92,6 @@ class Edit:
 
 
 LINE_RULES = ("grad", "string", "random_line")  # how EditOptimizer chooses the line (module docstring)
-# words too common to say that a line and an output share anything
-STOPWORDS = frozenset("a an and are as at be by for from in is it its of on or that the this to with you your "
-                      "i me my we our".split())
-
-
-def content_words(text: str) -> set[str]:
-    """The lower-cased words of ``text`` (letters and digits), stop words left out."""
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS}
 
 
 def string_scores(text: str, outputs: list[str]) -> list[int]:

@@ -21,7 +21,7 @@ from agentgrad.attribution.result import Attribution
 from agentgrad.attribution.records import build_graph
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.context import BlameContext
-from agentgrad.blame.losses import trace_loss, verbal_loss
+from agentgrad.blame.losses import DESCRIBED, trace_loss, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.blame.team import TraceVerdict
@@ -109,7 +109,7 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
                         scorer=sc)
 
 
-def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = None,
+def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = DESCRIBED,
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
                top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
                expected: str | None = None, attribute_all: bool = False) -> TraceVerdict:
@@ -120,7 +120,8 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
             (:func:`~agentgrad.blame.losses.trace_loss`: its run's record, else a failure it shows).
         wrong: the text of the target's output that is wrong (located there: the loss's span).
         target: the call the loss attaches to: a node id, or an agent (its last call); default the
-            trace's last call.
+            call the words describe (:func:`~agentgrad.blame.losses.described_call`: the latest holding
+            ``wrong``, else the one sharing most of the loss's words, else the last call).
         trace_id: which trace of a file holding several.
         expected: the right answer (or the right text in place of ``wrong``): what the ``contrast``
             objective differentiates the produced output against (``gbc:W:contrast:RULE``).
@@ -132,7 +133,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
         raise ConfigError(f"nothing to blame in {path}: {first}{more}")
     trace = pick_trace(res.traces, trace_id, str(path))
     if loss == AUTO:
-        if wrong or target is not None or expected:
+        if wrong or target not in (None, DESCRIBED) or expected:
             raise ConfigError("--loss auto takes its target, wrong text and expected value from the run's record; "
                               "drop --wrong, --target and --expected (or write the loss yourself)")
         vl = trace_loss(trace)
