@@ -141,6 +141,8 @@ def bench_agentrx(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out (its records start again)."),
     resume: bool = typer.Option(False, "--resume", help="Go on in --out: runs already scored are kept."),
     seed: int = typer.Option(0, "--seed", help="Seeds the random prior and tie-breaking."),
+    loss: str = typer.Option("all", "--loss", help="The loss settings run: last (on the final call), located "
+                                                   "(tau-bench: where the run's record says), comma list, or all."),
 ) -> None:
     """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
     beside the priors, as paired differences on the report half (docs/agentrx.md)."""
@@ -148,9 +150,16 @@ def bench_agentrx(
     from agentgrad.cli.tables import print_agentrx
 
     progress, on_start, advance = started_on_demand("runs")
+    seen: set[tuple[str, str]] = set()
+
+    def on_run(r: dict) -> None:  # one step a run, whichever of its losses finishes first
+        if (r["subset"], r["run"]) not in seen:
+            seen.add((r["subset"], r["run"]))
+            advance(r)
+
     try:
-        res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device,
-                                on_start=lambda n: on_start(n), on_run=lambda r: advance(r) if r["loss"] == "last" else None)
+        res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device, loss,
+                                on_start=lambda n: on_start(n), on_run=on_run)
     finally:
         progress.stop()
     print_agentrx(res["summary"], console)

@@ -69,10 +69,12 @@ def score(trace: Trace, ranking: list[Blame], run: Run) -> dict[str, Any]:
 
 def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = None, resume: bool = False,
                 seed: int = 0, on_run: Callable[[dict[str, Any]], None] | None = None,
-                on_method: Callable[[str, str, str], None] | None = None) -> list[dict[str, Any]]:
-    """Blame every run under every loss setting of its subset with ``methods``; each (run, setting)'s
-    record is appended to ``out/records.jsonl`` as it finishes. ``resume``: the records already there
-    that cover ``methods`` are kept, not run again. Returns every record of the folder."""
+                on_method: Callable[[str, str, str], None] | None = None,
+                settings: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """Blame every run under every loss setting of its subset (or those of ``settings``) with
+    ``methods``; each (run, setting)'s record is appended to ``out/records.jsonl`` as it finishes.
+    ``resume``: the records already there that cover ``methods`` are kept, not run again. Returns
+    every record of the folder."""
     files = RunFiles(out)
     path = files.path(RECORDS)
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -92,6 +94,8 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     records = []
     for run in runs:
         for setting, loss in losses(run).items():
+            if settings is not None and setting not in settings:
+                continue
             key = (run.subset, run.trace.id, setting)
             old = done.get(key)
             if old is not None and set(methods) <= set(old.get("methods", {})):

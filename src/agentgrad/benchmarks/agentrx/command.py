@@ -15,17 +15,21 @@ from agentgrad.errors import ConfigError
 
 def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer: str | None = None,
                       data: str | Path | None = None, resume: bool = False, overwrite: bool = False, seed: int = 0,
-                      device: str = "cpu", on_start: Callable[[int], None] | None = None,
+                      device: str = "cpu", losses: str = "all", on_start: Callable[[int], None] | None = None,
                       on_run: Callable[[dict[str, Any]], None] | None = None,
                       on_method: Callable[[str, str, str], None] | None = None) -> dict[str, Any]:
     """The AgentRx benchmark into ``out``; returns its summary (:func:`~agentgrad.benchmarks.agentrx.bench.summary`).
 
     ``methods``: a comma list of registry names and prefixes (default: the priors and provenance, and
-    with a ``scorer`` the default GBC method too); ``subsets``: ``tau``, ``magentic`` or ``all``."""
+    with a ``scorer`` the default GBC method too); ``subsets``: ``tau``, ``magentic`` or ``all``;
+    ``losses``: the loss settings run (``last``, ``located``, comma list, or ``all``)."""
     chosen = tuple(SUBSETS) if subsets == "all" else tuple(s.strip() for s in subsets.split(",") if s.strip())
     bad = [s for s in chosen if s not in SUBSETS]
     if bad or not chosen:
         raise ConfigError(f"--subset takes {', '.join(SUBSETS)} (comma list) or all, got {subsets!r}")
+    settings = None if losses == "all" else tuple(x.strip() for x in losses.split(",") if x.strip())
+    if settings is not None and (not settings or set(settings) - {"last", "located"}):
+        raise ConfigError(f"--loss takes last, located (comma list) or all, got {losses!r}")
     names = select_methods(methods or ",".join([*MODEL_FREE, *([DEFAULT_METHOD] if scorer else [])]), exact=True)
     if any(needs_scorer(m) for m in names) and not scorer:
         raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer: --scorer smollm2")
@@ -45,7 +49,8 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
         RunFiles(out).write_text(RECORDS, text="")  # --overwrite: this benchmark's records start again
     if on_start:
         on_start(len(runs))
-    records = run_agentrx(runs, names, out, sc, resume=resume, seed=seed, on_run=on_run, on_method=on_method)
+    records = run_agentrx(runs, names, out, sc, resume=resume, seed=seed, on_run=on_run, on_method=on_method,
+                          settings=settings)
     cpu = {m: round(sum(float(r["methods"].get(m, {}).get("cpu_seconds", 0.0)) for r in records), 3) for m in names}
     result = {"methods": names, "subsets": list(chosen), "scorer": sc.describe() if sc is not None else None,
               "broken": broken, "cpu_seconds": cpu, "summary": summary(records)}
