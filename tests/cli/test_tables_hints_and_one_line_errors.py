@@ -301,3 +301,25 @@ def test_a_benchmark_out_that_holds_no_benchmark_is_not_told_to_resume(tmp_path,
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "nothing to resume" in err and "pass --resume" not in err, err
         assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]  # nothing written beside the user's file
+
+
+def test_the_progress_of_a_blame_counts_the_calls_scored_and_is_silent_off_a_terminal(tmp_path, tiny_llama, capsys):
+    """A blame shows on stderr which method runs and how many calls it has scored; piped (no
+    terminal) or with --quiet it shows nothing, and the verdict printed is the same."""
+    from agentgrad.cli.blame_trace import CallProgress
+
+    shown = CallProgress()
+    assert not shown.on  # the tests' stderr is no terminal
+    shown.method("gbc:max_l1:targeted:blend")
+    shown.computed("gradient blame", 4, 1.5)
+    shown.computed("occlusion", 4, 0.2)  # not a gradient: not counted
+    assert shown.calls == 1 and "1 call(s) scored" in shown.progress.tasks[0].description
+    f = _spans(tmp_path)
+    outs = []
+    for extra, out in (([], "A"), (["--quiet"], "B")):
+        res = _blame(CliRunner(), f, "--loss", "the population is wrong", "--wrong", "9,999,999",
+                     "--scorer", str(tiny_llama), *extra, "--out", tmp_path / out)
+        assert res.exit_code == 0, res.output
+        text = re.sub(r"Loading weights:.*?it/s\]", "", res.output)  # transformers' own bar, and its timing
+        outs.append([x for x in text.splitlines() if not x.startswith("wrote ")])
+    assert outs[0] == outs[1] and not capsys.readouterr().err

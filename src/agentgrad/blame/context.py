@@ -54,6 +54,10 @@ class Meter:
         """``method`` named nothing, ``why``: ``unparsed`` (its judge gave no parsable reply) or ``unread``
         (its prompt was longer than the judge's context)."""
 
+    def computed(self, what: str, node: Any, seconds: float) -> None:
+        """A new computation finished (``what``: its kind, e.g. ``gradient blame``; ``node``: the call),
+        told once, not on a cached use: what a progress display counts."""
+
 
 class BlameContext:
     """One episode as a method sees it, with attribution cached across methods.
@@ -149,6 +153,7 @@ class BlameContext:
             value = compute()
             wall = time.time() - t0
             self._cache[key] = (value, alone(value, wall) if alone else wall, backward, forward(value))
+            self.meter.computed(str(key[0]), key[1] if len(key) > 1 else None, wall)
         value, seconds, b, f = self._cache[key]
         self.meter.spent(seconds, backward=b, forward=f)
         return value

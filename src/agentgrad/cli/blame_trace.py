@@ -11,9 +11,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from agentgrad.blame.context import Meter
 from agentgrad.blame.losses import DESCRIBED
 from agentgrad.blame.methods import DEFAULT_METHOD
-from agentgrad.cli._common import app, console
+from agentgrad.cli._common import app, console, err_console
 from agentgrad.cli.options import DEVICE, DTYPE, JUDGE
 
 
@@ -48,6 +49,41 @@ def print_blame_rows(rows: list[dict], con: Console) -> None:
         con.print(c[0], markup=False, highlight=False, soft_wrap=True)
         for col, v in zip(_COLUMNS[1:], c[1:]):
             con.print(f"  {col + ':':<{pad + 1}} {v}", markup=False, highlight=False, soft_wrap=True)
+
+
+class CallProgress(Meter):
+    """The calls a blame scores, shown on stderr as they finish (method, calls scored, the last call's
+    seconds, elapsed time); nothing where stderr is not a terminal or with ``--quiet``. The calls a
+    walk will score are not known before it walks, so it counts up rather than down."""
+
+    def __init__(self, quiet: bool = False):
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.on = not quiet and err_console.is_terminal
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=err_console, transient=True, disable=not self.on)
+        self.task = self.progress.add_task("blaming", total=None)
+        self.name, self.calls, self.last = "", 0, 0.0
+
+    def __enter__(self) -> "CallProgress":
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _show(self) -> None:
+        self.progress.update(self.task, description=f"blaming with {self.name}: {self.calls} call(s) scored"
+                             + (f", the last in {self.last:.1f} s" if self.calls else ""))
+
+    def method(self, name: str) -> None:
+        self.name = name
+        self._show()
+
+    def computed(self, what: str, node: object, seconds: float) -> None:
+        if what == "gradient blame":
+            self.calls, self.last = self.calls + 1, seconds
+            self._show()
 
 
 @app.command("blame")
@@ -94,6 +130,8 @@ def blame_command(
     device: str = DEVICE,
     dtype: str = DTYPE,
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
+    quiet: bool = typer.Option(False, "--quiet", help="No progress display on stderr (none either where stderr "
+                                                      "is not a terminal)."),
     all_calls: bool = typer.Option(False, "--all-calls", help="Score every call first (the report's whole "
                                                                "attribution graph); by default only the calls "
                                                                "the methods read are scored."),
@@ -156,11 +194,11 @@ def blame_command(
 
         run_set(trace, *books, loss, wrong, names, sc, jm, out, resume, overwrite, seed, top_k, console)
         return
-    with console.status("blaming") as status:
+    shown = CallProgress(quiet)
+    with shown:
         tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=DESCRIBED if target is None else target,
-                        trace_id=trace_id, methods=names, scorer=sc,
-                        seed=seed, top_k=top_k, judge=jm, on_method=lambda m: status.update(f"blaming: {m}"),
-                        attribute_all=all_calls)
+                        trace_id=trace_id, methods=names, scorer=sc, seed=seed, top_k=top_k, judge=jm,
+                        on_method=shown.method, attribute_all=all_calls, meter=shown)
     written = write_blame(tv, out, top_k, seed)
     tr = tv.data
     node = tr.nodes[tv.verbal.targets[0]]

@@ -20,7 +20,7 @@ from agentgrad.attribution.factory import make_scorer
 from agentgrad.attribution.result import Attribution
 from agentgrad.attribution.records import build_graph
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.blame.context import BlameContext
+from agentgrad.blame.context import BlameContext, Meter
 from agentgrad.blame.losses import DESCRIBED, trace_loss, verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import blame_episode
@@ -81,18 +81,20 @@ def scorer_for(names: list[str], scorer: Any) -> Any:
 
 def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None, scorer: Any = None,
                 seed: int = 0, top_k: int = 1, judge: Any = None,
-                on_method: Callable[[str], None] | None = None, attribute_all: bool = False) -> TraceVerdict:
+                on_method: Callable[[str], None] | None = None, attribute_all: bool = False,
+                meter: Meter | None = None) -> TraceVerdict:
     """Every method's verdict on ``trace`` for ``loss`` (a blamed :class:`TraceVerdict`, which also keeps
     the trace, the loss and the attributions computed in memory); ``scorer`` (a model value or a loaded
     scorer) is loaded only when a method needs gradients. The methods share one context, so a call's
     gradients are taken once for all of them, and only the calls they read are scored (a walk from
     the loss scores the calls it walks through); ``attribute_all`` scores every call first (the whole
-    attribution graph for the report, at the price of a backward pass over every call)."""
+    attribution graph for the report, at the price of a backward pass over every call); ``meter`` is
+    told of every call scored (a progress display: :class:`~agentgrad.blame.context.Meter`)."""
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
     sc = scorer_for(names, scorer)
-    ctx = BlameContext(trace, loss, sc, seed, judge, top_k)  # shared: each call's gradients taken once for all
+    ctx = BlameContext(trace, loss, sc, seed, judge, top_k, meter=meter)  # shared: each call's gradients once
     if sc is not None and attribute_all:
         ctx.prime(sc.attribute(trace)[0])
     verdicts = {}
@@ -112,7 +114,7 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
 def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = DESCRIBED,
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
                top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
-               expected: str | None = None, attribute_all: bool = False) -> TraceVerdict:
+               expected: str | None = None, attribute_all: bool = False, meter: Meter | None = None) -> TraceVerdict:
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
@@ -143,7 +145,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
                               f"say in words what went wrong with --loss TEXT")
     else:
         vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
-    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all)
+    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all, meter)
     out.source, out.broken = str(path), res.broken
     return out
 
