@@ -33,3 +33,24 @@ def test_only_the_calls_the_methods_read_are_scored_and_the_verdicts_are_the_sam
     only_strings = blame_trace(tr, loss, ["provenance"], Scorer(str(tiny_llama)))
     assert only_strings.attribution is None  # a model-free method reads no gradient: nothing scored
     assert reach(tr) == (len(tr.calls()), len(tr.calls()))
+
+
+def test_a_call_longer_than_the_scorers_context_reads_its_latest_steps_and_the_verdict_says_so(tiny_llama):
+    """A group chat whose last call is longer than the scorer's context: it keeps the task and the
+    steps nearest it that fit (never truncated silently), the blame runs, and the note says what was cut."""
+    from agentgrad.importers.groupchat import group_chat_trace
+
+    msgs = [{"role": "human", "content": "Find the population of Lyon."}]
+    for i in range(12):
+        msgs.append({"role": "Orchestrator (-> WebSurfer)", "content": f"Step {i}: look it up again. " * 6})
+        msgs.append({"role": "WebSurfer", "content": f"Page {i} says nothing about it. " * 6})
+    msgs.append({"role": "Orchestrator (thought)", "content": "Lyon has 9,999,999 inhabitants."})
+    tr = group_chat_trace(msgs, "long")
+    loss = ag.verbal_loss(tr, "wrong population", wrong="9,999,999")
+    sc = Scorer(str(tiny_llama), max_context=400, on_too_long="skip")
+    tv = blame_trace(tr, loss, ["gbc:max_l1:targeted:blend"], sc)
+    final = tr.calls()[-1].id
+    assert "read only their latest steps" in tv.note and f"n{final} " in tv.note
+    assert tv.data is tr and tv.methods["gbc:max_l1:targeted:blend"].agent  # the blame ran on what fits
+    scored = {n.node_id: n for n in tv.attribution.nodes}
+    assert final in scored and not scored[final].skipped and len(scored[final].input_ids) <= 400

@@ -188,7 +188,7 @@ def blame_command(
 
         if any(needs_scorer(n) for n in names):
             with console.status(f"loading scorer {scorer}"):
-                sc = load_scorer(scorer, device=device, dtype=dtype)
+                sc = load_scorer(scorer, device=device, dtype=dtype, on_too_long="skip")  # the verdict says what
     if is_set:
         from agentgrad.cli.blame_set import run_set
 
@@ -212,6 +212,8 @@ def blame_command(
 
     k, n = reach(tr)
     console.print(f"the final output reaches back to {k} of {n} calls", highlight=False, markup=False)
+    if tv.note:
+        console.print(tv.note, highlight=False, markup=False)
     print_blame_rows([v.row() for v in tv.methods.values()], console)
     from agentgrad.blame.confidence import confidence, short_line, trace_kind
 

@@ -44,6 +44,27 @@ def reach(trace: Trace) -> tuple[int, int]:
     return sum(c.id in up for c in calls), len(calls)
 
 
+def windowed(trace: Trace, scorer: Any) -> tuple[Trace, str]:
+    """The trace the scorer reads, and what was cut: a call longer than the scorer's context keeps the
+    steps nearest it that fit (:func:`~agentgrad.attribution.render.window_call`: a group chat's or a
+    log's oldest blocks dropped, its task kept), never truncated silently; the rest as they are."""
+    tok, limit = getattr(scorer, "tokenizer", None), getattr(scorer, "max_context", None)
+    if scorer is None or tok is None or not limit:
+        return trace, ""
+    from agentgrad.attribution.render import window_trace
+
+    out = window_trace(tok, trace, limit)
+    cut = [n for n in out.calls() if "window" in n.meta]
+    if not cut:
+        return trace, ""
+    still = [n for n in cut if n.meta["window"].get("tokens", 0) > limit]
+    return out, (f"{len(cut)} call(s) longer than the scorer's {limit:,} tokens read only their latest steps "
+                 f"(oldest steps dropped{', the last five' if len(cut) > 5 else ''}: "
+                 + ", ".join(f"n{n.id} {n.meta['window']['dropped']} step(s) of its "
+                             f"{n.meta['window']['tokens_before']:,} tokens" for n in cut[-5:]) + ")" + (f"; {len(still)} still longer than that (the scorer skips or refuses them, as it is "
+                          f"set: on_too_long)" if still else ""))
+
+
 def blame_record(tv: TraceVerdict) -> dict[str, Any]:
     """``blame.json`` of one blamed trace: the file, the loss, the scorer, every method's verdict, and
     the table's rows (what the report's summary shows)."""
@@ -52,7 +73,7 @@ def blame_record(tv: TraceVerdict) -> dict[str, Any]:
             "scorer": att.scorer if att is not None else None,
             "methods": {m: v.to_dict() for m, v in tv.methods.items()}, "rows": [v.row() for v in tv.methods.values()],
             **({"reach": dict(zip(("calls", "of"), reach(tv.data)))} if tv.data is not None else {}),
-            "broken": tv.broken, "seconds": tv.seconds}
+            "broken": tv.broken, "seconds": tv.seconds, **({"note": tv.note} if tv.note else {})}
 
 
 def pick_trace(traces: list[Trace], trace_id: str | None, source: str) -> Trace:
@@ -94,17 +115,18 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
     sc = scorer_for(names, scorer)
-    ctx = BlameContext(trace, loss, sc, seed, judge, top_k, meter=meter)  # shared: each call's gradients once
+    scored_trace, note = windowed(trace, sc)
+    ctx = BlameContext(scored_trace, loss, sc, seed, judge, top_k, meter=meter)  # shared: each call's gradients once
     if sc is not None and attribute_all:
-        ctx.prime(sc.attribute(trace)[0])
+        ctx.prime(sc.attribute(scored_trace)[0])
     verdicts = {}
     for m in names:
         if on_method:
             on_method(m)
-        verdicts[m] = blame_episode(m, trace, loss, sc, seed=seed, top_k=top_k, judge=judge, context=ctx)
+        verdicts[m] = blame_episode(m, scored_trace, loss, sc, seed=seed, top_k=top_k, judge=judge, context=ctx)
     results = ctx.scored()  # only the calls the methods read were scored (every call with attribute_all)
     graph = build_graph(trace, results) if sc is not None and results else None
-    return TraceVerdict(trace.id, "blamed", verdicts, loss=loss.text, wrong=loss.details.get("wrong"),
+    return TraceVerdict(trace.id, "blamed", verdicts, note=note, loss=loss.text, wrong=loss.details.get("wrong"),
                         expected=loss.details.get("expected"), target=loss.targets[0] if loss.targets else None,
                         seconds=round(time.time() - t0, 2), data=trace, verbal=loss,
                         attribution=Attribution(trace, results, graph, sc.describe()) if graph is not None else None,
