@@ -27,6 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attribution_cost import PeakMemory  # noqa: E402  (the benchmarks' sampled-RSS meter)
 
 
+SMOLLM2_CONTEXT = 8192  # the scorer's context, for records written before they kept it
+
+
 def reference_pass(scorer, trace) -> dict:
     """One forward and one backward pass over the whole conversation (the final call rendered with its
     output): the reference's plain gradients (:func:`agentgrad.attribution.gbc.gradients`)."""
@@ -73,7 +76,7 @@ def run(out: Path, quick: bool, resume: bool) -> None:
             continue
         ref = reference_pass(scorer, r.trace)
         rec = {"run": r.trace.id, "messages": len(r.trace.nodes), "calls": len(r.trace.calls()), "reference": ref,
-               "scorer": "smollm2 fp32 cpu", "losses": {}}
+               "scorer": "smollm2 fp32 cpu", "max_context": scorer.max_context, "losses": {}}
         for setting, loss in losses(r).items():
             c = blame_cost(scorer, r.trace, loss)
             c["ratio"] = round(c["seconds"] / ref["seconds"], 2) if ref["seconds"] else None
@@ -87,11 +90,15 @@ def run(out: Path, quick: bool, resume: bool) -> None:
 
 def table(path: Path) -> None:
     try:
-        recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+        every = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     except (OSError, ValueError) as e:
         sys.exit(f"real_trace_cost: cannot read {path} ({e.__class__.__name__})")
+    # a conversation longer than the scorer's context: its last call is skipped, not scored (no cost to compare)
+    recs = [r for r in every if r["reference"]["tokens"] <= r.get("max_context", SMOLLM2_CONTEXT)]
+    long = [r["run"] for r in every if r not in recs]
     print(f"{len(recs)} tau-bench runs of AgentRx, SmolLM2 fp32 on the CPU: blame's wall time over one forward and "
-          f"backward pass of the whole conversation")
+          f"backward pass of the whole conversation" + (f"; {len(long)} longer than the scorer's context left out "
+                                                       f"(runs {', '.join(long)})" if long else ""))
     print("| loss | runs | median ratio | max ratio | median calls scored |")
     print("|---|---|---|---|---|")
     for setting in ("last", "located"):
