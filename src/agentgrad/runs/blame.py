@@ -51,8 +51,10 @@ def windowed(trace: Trace, scorer: Any) -> tuple[Trace, str]:
     tok, limit = getattr(scorer, "tokenizer", None), getattr(scorer, "max_context", None)
     if scorer is None or tok is None or not limit:
         return trace, ""
-    from agentgrad.attribution.render import window_trace
+    from agentgrad.attribution.render import render_call, window_trace
 
+    if all(len(render_call(tok, n).input_ids) <= limit for n in trace.calls()):
+        return trace, ""  # the common case: nothing to cut, no copy of the trace
     out = window_trace(tok, trace, limit)
     cut = [n for n in out.calls() if "window" in n.meta]
     if not cut:
