@@ -165,12 +165,15 @@ class LossBook:
         return len(self.by_trace) + len(self.by_input)
 
     def find(self, trace: Trace, key: str | None = None) -> LossEntry | None:
-        """The entry for ``trace`` (by ``key``, default its id; else by its first input's text)."""
+        """The entry for ``trace`` (by ``key``, default its id; else by its first input's text, else by the
+        task its importer read as what the app was asked: ``meta["task"]``)."""
         e = self.by_trace.get(key if key is not None else trace.id)
         if e is None and self.by_input:
             first = next((n.text for n in trace.nodes if n.kind == "input"), None)
             if first is not None:
                 e = self.by_input.get(normalise(first))
+            if e is None and isinstance(trace.meta.get("task"), str):  # the task as the app was given it
+                e = self.by_input.get(normalise(trace.meta["task"]))
         if e is not None:
             self.used.add(e.line)
         return e

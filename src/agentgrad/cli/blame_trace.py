@@ -88,10 +88,17 @@ class CallProgress(Meter):
 
 @app.command("blame")
 def blame_command(
-    trace: Path = typer.Argument(..., help="The exported trace: OTLP JSON (OpenInference or OTel GenAI spans; one "
-                                           "request or one per line), chat JSONL, or an agentgrad trace. A set: a "
-                                           "file of many traces, a folder of trace files or a run directory, with "
-                                           "--losses FILE or --expected FILE."),
+    trace: Optional[Path] = typer.Argument(None, help="The exported trace: OTLP JSON (OpenInference or OTel GenAI "
+                                                      "spans; one request or one per line), span rows (Phoenix's "
+                                                      "span export, JSONL or parquet; flat rows), a chat or "
+                                                      "group-chat message log, or an agentgrad trace. A set: a file "
+                                                      "of many traces, a folder of trace files or a run directory, "
+                                                      "with --losses FILE or --expected FILE. Or none, with --phoenix."),
+    phoenix: Optional[str] = typer.Option(None, "--phoenix", help="Read the spans from a running Arize Phoenix "
+                                                                  "server at this URL (its client: pip install "
+                                                                  "'agentgrad[phoenix]'); they are written to "
+                                                                  "OUT/phoenix-spans.jsonl and blamed from there."),
+    project: str = typer.Option("default", "--project", help="The Phoenix project whose spans --phoenix reads."),
     loss: Optional[str] = typer.Option(None, "--loss", help="What went wrong, in words (the verbal loss); required "
                                                             "for one trace; auto: the loss the trace carries by "
                                                             "itself (a tau-bench result's reward_info: the first "
@@ -151,6 +158,13 @@ def blame_command(
     from agentgrad.runs.blame import blame_file, write_blame
     from agentgrad.report.html import write_report
 
+    if (trace is None) == (phoenix is None):
+        raise ConfigError("give the trace file or folder to blame, or --phoenix URL --project NAME (one of them)"
+                          if trace is None else f"give {trace} or --phoenix {phoenix}, not both")
+    from agentgrad.importers.phoenix import FETCHED
+
+    fetched = out / FETCHED if phoenix is not None else None
+    trace = fetched if fetched is not None else trace
     answers = Path(expected) if expected and Path(expected).is_file() else None
     is_set = trace.is_dir() or losses is not None or answers is not None
     names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge), exact=True)
@@ -172,7 +186,7 @@ def blame_command(
             raise ConfigError("--loss is required for one trace: say in words what went wrong (or blame a set: "
                               "--losses FILE or --expected FILE)")
         check_expected(names, expected)  # before a model loads
-    protect = [trace, *(p for p in (losses, answers) if p is not None)]
+    protect = [*([] if fetched else [trace]), *(p for p in (losses, answers) if p is not None)]
     if resume and not overwrite and out.is_dir() and any(out.iterdir()) and not (out / "blame.json").is_file() \
             and not (out / "verdicts.jsonl").is_file():
         raise RunError(f"--out {out} holds no blame to resume; choose another --out (or --overwrite to write there)")
@@ -180,6 +194,11 @@ def blame_command(
         raise RunError(f"--out {out} holds the blame of a set: pass --resume to go on (the finished traces are "
                        f"not redone), --overwrite to start again, or choose another --out")
     check_new_output(out, overwrite or resume, "dir", protect=protect)
+    if fetched is not None and not (resume and fetched.is_file()):  # --resume blames the spans it fetched before
+        from agentgrad.importers.phoenix import fetch_phoenix
+
+        with console.status(f"reading project {project!r} from Phoenix at {phoenix}"):
+            fetch_phoenix(phoenix, project, fetched)
     jm = Judge(make_judge(judge)) if judge else None
     sc = None
     if scorer:

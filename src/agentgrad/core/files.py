@@ -144,12 +144,14 @@ class RunFiles:
         return n
 
 
-def check_new_output(out: Path, overwrite: bool, kind: str = "file", protect: list[Path] | None = None) -> None:
+def check_new_output(out: Path, overwrite: bool, kind: str = "file", protect: list[Path] | None = None,
+                     own: tuple[str, ...] = ()) -> None:
     """Refuse an output that would replace something, unless ``overwrite``; never one of ``protect``.
 
     ``kind`` is ``file`` (``out`` must not exist) or ``dir`` (``out`` must not exist or be empty).
     ``protect`` lists paths that even ``--overwrite`` may not touch (the inputs being read): ``out``
-    may not be one of them, nor contain or lie inside one.
+    may not be one of them, nor contain or lie inside one. ``own``: names of files the run itself put in
+    the ``dir`` before (its fetched input): they do not make it non-empty.
     """
     out_r = out.resolve()
     for p in protect or []:
@@ -166,7 +168,7 @@ def check_new_output(out: Path, overwrite: bool, kind: str = "file", protect: li
         return
     if not out.is_dir():
         raise RunError(f"--out {out} exists and is not a directory")
-    if any(out.iterdir()) and not overwrite:
+    if any(p.name not in own for p in out.iterdir()) and not overwrite:
         raise RunError(f"--out {out} is not empty; pass --overwrite to write into it, or choose another --out")
 
 

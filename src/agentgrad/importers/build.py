@@ -24,6 +24,9 @@ from agentgrad.core.trace import Node, Span, ToolCall, Trace
 from agentgrad.importers.overlap import Produced
 
 
+SYSTEM = ("system", "developer")  # the agent's own prompt (OpenAI's newer name for the system role): not an input
+
+
 class TraceBuilder:
     """Nodes appended in the order their spans started."""
 
@@ -44,14 +47,14 @@ class TraceBuilder:
         """A call node: its spans found by message overlap, inputs created for unmatched messages."""
         spans: list[Span] = []
         extra = set(parents or [])
-        whole = self.produced.whole([m.get("content") or "" if m.get("role") != "system" else "" for m in messages])
+        whole = self.produced.whole([m.get("content") or "" if m.get("role") not in SYSTEM else "" for m in messages])
         for j, m in enumerate(messages):
             content = m.get("content") or ""
             for c in m.get("tool_calls") or []:
                 src = self.asked.get(str(c.get("id") or ""))
                 if src is not None:
                     extra.add(src)
-            if m.get("role") == "system" or not content:
+            if m.get("role") in SYSTEM or not content:
                 continue
             found = self.produced.spans(content, j, whole[j])
             if whole[j] is None:  # parts of earlier outputs the framework re-rendered into this message

@@ -108,6 +108,18 @@ def _tool_calls(msg: dict[str, Any]) -> list[ToolCall]:
     return out
 
 
+def _function_results(m: dict[str, Any], msg: dict[str, Any]) -> None:
+    """AutoGen AgentChat's instrumentor records a tool result message as ``role: function`` with its results
+    as JSON under ``function.<i>`` (``name``, ``content``, ``call_id``), not as ``message.content``: read
+    them as the message's content and tool call id."""
+    results = [r for r in (_json(v) for k, v in sorted(m.items()) if re.fullmatch(r"function\.\d+", k))
+               if isinstance(r, dict) and isinstance(r.get("content"), str)]
+    if results:
+        msg["content"] = "\n".join(r["content"] for r in results)
+        if len(results) == 1 and results[0].get("call_id"):
+            msg["tool_call_id"] = str(results[0]["call_id"])
+
+
 def _messages(attrs: dict[str, Any], sid: str, grouped: dict[str, Any]) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = []
     for i, m in enumerate(indexed(attrs, "llm.input_messages", grouped)):
@@ -120,6 +132,8 @@ def _messages(attrs: dict[str, Any], sid: str, grouped: dict[str, Any]) -> list[
             msg["tool_call_id"] = str(m["message.tool_call_id"])
         if m.get("message.name"):
             msg["name"] = str(m["message.name"])
+        if not msg["content"]:
+            _function_results(m, msg)
         msgs.append(msg)
     if not msgs:
         for p in indexed(attrs, "llm.prompts", grouped):
@@ -190,6 +204,19 @@ def _tool_text(attrs: dict[str, Any]) -> str:
                                                                           or "tool_call_id" in d):
             return d["content"]  # a serialised tool message: the text the next call reads
     return out
+
+
+def _task(spans: list[OtlpSpan]) -> str | None:
+    """What the app was asked, as its root agent received it: the root span's ``input.value`` when that is
+    an AGENT span's JSON with a ``task`` (smolagents' ``run(task)``, which its first prompt wraps in ``New
+    task:``); None otherwise."""
+    ids = {sp.span_id for sp in spans}
+    root = next((sp for sp in spans if sp.parent not in ids), None)
+    if root is None or str(root.attrs.get(OPENINFERENCE_KIND, "")).upper() != "AGENT":
+        return None
+    value = _json(root.attrs.get("input.value"))
+    task = value.get("task") if isinstance(value, dict) else None
+    return task if isinstance(task, str) and task.strip() else None
 
 
 def openinference_trace(trace_id: str, spans: list[OtlpSpan]) -> Trace:
@@ -265,6 +292,9 @@ def openinference_trace(trace_id: str, spans: list[OtlpSpan]) -> Trace:
                    agent=agent(sp), meta=meta)
     if graph:
         b.trace.meta["graph"] = graph
+    task = _task(spans)
+    if task is not None:
+        b.trace.meta["task"] = task
     if not b.trace.calls():
         raise BadRecord("no LLM span (openinference.span.kind LLM): nothing to attribute")
     return b.trace

@@ -8,9 +8,10 @@ unchanged:
   ``{trace_id, span_id, parent_span_id, span_name, timestamp, span_attributes}``, the children either
   nested under ``child_spans`` or linked by their parent id; a file holds one trace object
   ``{"spans": [...]}``, a list of them, one per JSONL line, or the span rows themselves;
-- **Phoenix's span export** (its spans dataframe written as JSONL or parquet): ``context.span_id``,
-  ``context.trace_id``, ``parent_id``, ``name``, ``start_time``, and the attributes either as one
-  ``attributes`` object or as ``attributes.*`` columns.
+- **Phoenix's span export** (its spans dataframe written as JSONL or parquet, or the spans its client's
+  ``get_spans`` returns): ``context.span_id``, ``context.trace_id``, ``parent_id``, ``name``,
+  ``start_time``, ``span_kind`` (the OpenInference kind, which Phoenix keeps out of the attributes),
+  ``status_code``, and the attributes either as one ``attributes`` object or as ``attributes.*`` columns.
 
 Attributes may come flattened (``llm.input_messages.0.message.role``, as OTLP writes them) or nested
 (``{"llm": {"input_messages": [{"message": {"role": ...}}]}}`` or ``{"llm.input_messages":
@@ -94,6 +95,14 @@ def row_span(row: dict[str, Any], trace_id: str = "", parent: str = "") -> OtlpS
     # a dataframe's attribute columns: a span without an attribute holds null there (not the attribute)
     flat.update(flatten({k[len("attributes."):]: v for k, v in row.items() if k.startswith("attributes.")
                          and v is not None}))
+    for prefix in JSON_TEXT:  # Phoenix returns the JSON it parsed flattened (metadata.langgraph_node): as text again
+        inner = {k[len(prefix) + 1:]: flat.pop(k) for k in [k for k in flat if k.startswith(prefix + ".")]}
+        if inner and prefix not in flat:
+            flat[prefix] = json.dumps(inner, ensure_ascii=False)
+        else:
+            flat.update({f"{prefix}.{k}": v for k, v in inner.items()})
+    if "openinference.span.kind" not in flat and isinstance(row.get("span_kind"), str):
+        flat["openinference.span.kind"] = row["span_kind"]  # Phoenix keeps the kind as a column of its own
     events = [(str(e.get("name", "")), flatten(e.get("attributes") or {})) for e in row.get("events") or []
               if isinstance(e, dict)] if isinstance(row.get("events"), list) else []
     start = row.get("timestamp", row.get("start_time", row.get("startTimeUnixNano")))

@@ -29,6 +29,7 @@ from agentgrad.blame.losses import verbal_loss
 from agentgrad.blame.methods import DEFAULT_METHOD, canonical
 from agentgrad.blame.team import TeamVerdict, TraceVerdict, team_verdict, trace_confidence
 from agentgrad.core.files import RunFiles, append_line, check_new_output
+from agentgrad.importers.phoenix import FETCHED
 from agentgrad.core.trace import Trace
 from agentgrad.errors import AgentgradError, ConfigError
 from agentgrad.importers.base import ImportResult
@@ -247,7 +248,9 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
     done: dict[str, TraceVerdict] = {}
     if out is not None:
         out = Path(out)
-        check_new_output(out, overwrite or resume, "dir", protect=[src, *inputs])
+        fetched = src.name == FETCHED and src.parent.resolve() == out.resolve()  # spans blame fetched there itself
+        check_new_output(out, overwrite or resume, "dir", protect=[*([] if fetched else [src]), *inputs],
+                         own=(FETCHED,) if fetched else ())
         files = RunFiles(out)
         if resume and out.is_dir() and any(out.iterdir()) and not files.path(VERDICTS).exists():
             raise ConfigError(f"--out {out} holds no blame of a set ({VERDICTS}) to resume; choose another --out")

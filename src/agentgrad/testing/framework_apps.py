@@ -243,3 +243,213 @@ def _handoff_run(base_url: str, invoice: str, amount: str) -> "dict[str, Any]":
     did["answer"] = str(result.final_output)
     did["last_agent"] = result.last_agent.name
     return did
+
+
+# The smolagents team: a CodeAgent manager with a managed ToolCallingAgent, the searcher. SmolLM2-135M
+# cannot hold smolagents' own system prompts (9,867 and 3,778 characters), so each agent gets a short one
+# (``prompt_templates``, smolagents' other templates kept: the managed agent's task and report, memory as
+# ``Observation:``); the replies' form is held by llama.cpp as the Agents SDK app's tool calls are: a
+# grammar for the manager's code (ask the searcher, then ``final_answer``) and named ``tool_choice`` with
+# patterns for the searcher's tool calls. What fills them (the city, the figure) is the model's own.
+MANAGER = ("You are the manager of a searcher. You answer the user's question by writing Python code between "
+           "<code> and </code>. To ask the searcher, write: found = searcher(task=\"the question\") and print(found). "
+           "When you know the answer, write: final_answer(\"the answer, with the figure the searcher found\").")
+SEARCHER = ("You are the searcher. Call lookup_population with the name of the city in the task, then call "
+            "final_answer with the population the tool gave, in one sentence.")
+_NAME = '[A-Z] [a-z]{1,20}'
+_ASK = ('root ::= "Thought: I will ask the searcher.\\n<code>\\nfound = searcher(task=\\"Find the population of " '
+        + _NAME + ' ".\\")\\nprint(found)\\n</code>"')
+_ANSWER = ('root ::= "Thought: the searcher found the population.\\n<code>\\nfinal_answer(\\"The population of " '
+           + _NAME + ' " is " [0-9] [0-9,]{0,12} ".\\")\\n</code>"')
+_PATTERNS = {("lookup_population", "city"): "^[A-Z][a-z]+$",
+             ("final_answer", "answer"): "^The population of [A-Z][a-z]+ is [0-9][0-9,]{0,12}[.]$"}
+
+
+def _steered_model(base_url: str):
+    """smolagents' OpenAI-compatible model, its replies' form held by llama.cpp (see :data:`MANAGER`)."""
+    from smolagents import OpenAIServerModel
+    from smolagents.models import MessageRole
+
+    class Steered(OpenAIServerModel):
+        def _prepare_completion_kwargs(self, *a, **kw):
+            out = super()._prepare_completion_kwargs(*a, **kw)
+            for t in out.get("tools", []):
+                fn = t["function"]
+                for arg, spec in fn["parameters"]["properties"].items():
+                    if (fn["name"], arg) in _PATTERNS:
+                        spec["pattern"] = _PATTERNS[fn["name"], arg]
+            return out
+
+        def generate(self, messages, stop_sequences=None, response_format=None, tools_to_call_from=None, **kw):
+            observed = any(m.role == MessageRole.TOOL_RESPONSE for m in messages)
+            if tools_to_call_from:  # the searcher: its tool first, then final_answer
+                kw["tool_choice"] = {"type": "function",
+                                     "function": {"name": "final_answer" if observed else "lookup_population"}}
+            else:  # the manager: ask the searcher, then answer
+                kw["extra_body"] = {"grammar": _ANSWER if observed else _ASK}
+            return super().generate(messages, stop_sequences=stop_sequences, response_format=response_format,
+                                    tools_to_call_from=tools_to_call_from, **kw)
+
+    return Steered(model_id="smollm2", api_base=base_url, api_key="unused", max_tokens=120, temperature=0,
+                   flatten_messages_as_text=True, client_kwargs={"max_retries": 0})
+
+
+def _templates(name: str, system: str) -> "dict[str, Any]":
+    import importlib.resources
+
+    import yaml
+
+    d = yaml.safe_load(importlib.resources.files("smolagents.prompts").joinpath(name).read_text(encoding="utf-8"))
+    return {**d, "system_prompt": system}
+
+
+def smolagents_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "list[dict[str, Any]]":
+    """Run the smolagents team once per ``(city, population its tool returns)``, traced by OpenInference's
+    smolagents instrumentor, every trace appended to ``out``; one dict per case."""
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+
+    provider = _provider(out)
+    instrumentor = SmolagentsInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    runs: list[dict[str, Any]] = []
+    try:
+        model = _steered_model(base_url)
+        table = dict(cases)
+        for city, _ in cases:
+            runs.append(_smolagents_run(model, table, city))
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    return runs
+
+
+def _smolagents_run(model, table: "dict[str, str]", city: str) -> "dict[str, Any]":
+    """One run of the manager -> searcher team, asked ``city``'s population: the tool answers from ``table``."""
+    from smolagents import CodeAgent, ToolCallingAgent, tool
+
+    did: dict[str, Any] = {"tools": []}
+
+    @tool
+    def lookup_population(city: str) -> str:
+        """The population of a city.
+
+        Args:
+            city: the city's name
+        """
+        result = f"The population of {city} is {table.get(city, 'unknown')}."
+        did["tools"].append(("lookup_population", result))
+        return result
+
+    searcher = ToolCallingAgent(tools=[lookup_population], model=model, name="searcher", max_steps=3, verbosity_level=0,
+                                description="Finds the population of a city.",
+                                prompt_templates=_templates("toolcalling_agent.yaml", SEARCHER))
+    manager = CodeAgent(tools=[], model=model, managed_agents=[searcher], name="manager", max_steps=3, verbosity_level=0,
+                        prompt_templates=_templates("code_agent.yaml", MANAGER))
+    question = SET_QUESTION.format(city=city)
+    did["question"] = question
+    did["answer"] = str(manager.run(question))
+    return did
+
+
+# The AutoGen AgentChat team: a SelectorGroupChat of a planner, a researcher with a tool and a writer. The
+# selector is a function (AgentChat's ``selector_func``: planner, researcher, writer), since SmolLM2-135M
+# cannot be trusted to route; every agent's model call is still made and recorded. As in the other apps the
+# replies' form is held by llama.cpp (a grammar for the planner's and the writer's sentence and for the
+# researcher's reply after its tool, named ``tool_choice`` for the tool call) and the model fills in the city
+# and the figure; the client gives a tool result back as a ``Tool result: ...`` user message, as the Agents
+# SDK app's input filter does (llama.cpp's function-calling template renders a tool message so that SmolLM2
+# makes up a figure instead of reading it).
+PLANNER = "You are the planner. Say who works next."
+RESEARCHER = "You are the researcher. Look up the population with your tool, then repeat it in one sentence."
+WRITER = "You are the writer. Give the user the final answer in one sentence, with the figure the researcher found."
+_PLAN = 'root ::= "Plan: the researcher looks up the population of " ' + _NAME + ' ", then the writer answers."'
+_SENTENCE = 'root ::= "The population of " ' + _NAME + ' " is " [0-9] [0-9,]{0,12} "."'
+_MODEL_INFO = {"vision": False, "function_calling": True, "json_output": False, "family": "unknown",
+               "structured_output": False}
+
+
+def _autogen_client(base_url: str, role: str):
+    """AutoGen's OpenAI-compatible client on the server, steered for ``role`` (see :data:`PLANNER`)."""
+    from autogen_core.models import FunctionExecutionResultMessage
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    class Steered(OpenAIChatCompletionClient):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            completions = self._client.chat.completions
+            plain = completions.create
+
+            async def create(*a, **k):
+                k["messages"] = [{"role": "user", "content": f"Tool result: {m['content']}"} if m.get("role") == "tool"
+                                 else m for m in k["messages"] if not (m.get("role") == "assistant" and m.get("tool_calls"))]
+                r = await plain(*a, **k)
+                for c in r.choices:  # llama.cpp also fills the deprecated function_call, which AutoGen refuses
+                    c.message.function_call = None
+                return r
+
+            completions.create = create
+
+        def _process_create_args(self, messages, tools, tool_choice, json_output, extra_create_args):
+            calling = bool(tools) and not any(isinstance(m, FunctionExecutionResultMessage) for m in messages)
+            if not calling and role in ("planner", "researcher", "writer"):
+                extra_create_args = {**extra_create_args,
+                                     "extra_body": {"grammar": _PLAN if role == "planner" else _SENTENCE}}
+            p = super()._process_create_args(messages, tools, tool_choice, json_output, extra_create_args)
+            if calling:
+                fn = p.tools[0]["function"]
+                p.create_args["tool_choice"] = {"type": "function", "function": {"name": fn["name"]}}
+                fn["parameters"]["properties"]["city"]["pattern"] = _PATTERNS["lookup_population", "city"]
+            return p
+
+    return Steered(model="smollm2", base_url=base_url, api_key="unused", model_info=_MODEL_INFO, temperature=0,
+                   max_tokens=60, max_retries=0)
+
+
+def autogen_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "list[dict[str, Any]]":
+    """Run the AutoGen team once per ``(city, population its tool returns)``, traced by OpenInference's
+    AgentChat instrumentor into ``out``; one dict per case, with ``messages``: the team's
+    ``TaskResult.messages`` as AutoGen returns them (``model_dump``)."""
+    from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
+
+    provider = _provider(out)
+    instrumentor = AutogenAgentChatInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    runs: list[dict[str, Any]] = []
+    try:
+        table = dict(cases)
+        for city, _ in cases:
+            runs.append(asyncio.run(_autogen_run(base_url, table, city)))
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
+    return runs
+
+
+async def _autogen_run(base_url: str, table: "dict[str, str]", city: str) -> "dict[str, Any]":
+    """One run of the planner -> researcher -> writer team, asked ``city``'s population."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination, SourceMatchTermination
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    did: dict[str, Any] = {"tools": []}
+
+    def lookup_population(city: str) -> str:
+        """The population of a city."""
+        result = f"The population of {city} is {table.get(city, 'unknown')}."
+        did["tools"].append(("lookup_population", result))
+        return result
+
+    agents = [AssistantAgent("planner", _autogen_client(base_url, "planner"), system_message=PLANNER),
+              AssistantAgent("researcher", _autogen_client(base_url, "researcher"), tools=[lookup_population],
+                             reflect_on_tool_use=True, system_message=RESEARCHER),
+              AssistantAgent("writer", _autogen_client(base_url, "writer"), system_message=WRITER)]
+    order = {"user": "planner", "planner": "researcher", "researcher": "writer"}
+    team = SelectorGroupChat(agents, model_client=_autogen_client(base_url, "selector"),
+                             selector_func=lambda msgs: order.get(msgs[-1].source),
+                             termination_condition=SourceMatchTermination(["writer"]) | MaxMessageTermination(8))
+    question = SET_QUESTION.format(city=city)
+    result = await team.run(task=question)
+    did["question"] = question
+    did["messages"] = [m.model_dump(mode="json") for m in result.messages]
+    did["answer"] = str(result.messages[-1].content)
+    return did
