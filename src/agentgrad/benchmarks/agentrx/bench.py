@@ -139,7 +139,34 @@ def summary(records: list[dict[str, Any]], resamples: int = 2000, seed: int = 0)
                 diffs[m] = {lvl: paired([r["methods"][m][lvl] for r in report], [r["methods"][best][lvl] for r in report],
                                         resamples, seed) for lvl in ("agent", "step")}
         out[f"{subset}/{setting}"] = {"runs": {h: sum(r["half"] == h for r in rows) for h in ("A", "B")},
-                                      "accuracy": acc, "best_prior": best, "paired": diffs}
+                                      "accuracy": acc, "best_prior": best, "paired": diffs,
+                                      "agreement": agreement(rows, methods)}
+    return out
+
+
+def agreement(rows: list[dict[str, Any]], methods: list[str]) -> dict[str, Any] | None:
+    """The confidence signal measured here: per half, the default method's runs where its top call is
+    provenance's (step level) and, in records that keep it, where its top call's agent is provenance's
+    (agent level, the signal as ``agentgrad blame`` prints it), with the default's accuracy at both
+    levels on each side. None without both methods' top calls."""
+    from agentgrad.blame.methods import DEFAULT_METHOD
+
+    pair = (DEFAULT_METHOD, "provenance")
+    if any(m not in methods for m in pair) or not all(r["methods"][m].get("top") for r in rows for m in pair):
+        return None
+    levels = [("step", lambda a, b: a["top"][0] == b["top"][0])]
+    if all("top_agent" in r["methods"][m] for r in rows for m in pair):  # records before it kept only the call
+        levels.insert(0, ("agent", lambda a, b: a["top_agent"] == b["top_agent"]))
+    out: dict[str, Any] = {}
+    for h in ("A", "B"):
+        half = [r for r in rows if r["half"] == h]
+        for level, same in levels:
+            sides: dict[str, list[dict[str, Any]]] = {"agree": [], "disagree": []}
+            for r in half:
+                a, b = r["methods"][DEFAULT_METHOD], r["methods"]["provenance"]
+                sides["agree" if same(a, b) else "disagree"].append(a)
+            out[f"{h}/{level}"] = {side: {"n": len(xs), "agent": sum(x["agent"] for x in xs),
+                                          "step": sum(x["step"] for x in xs)} for side, xs in sides.items()}
     return out
 
 
@@ -164,4 +191,11 @@ def markdown(summ: dict[str, Any]) -> str:
             out.append(f"| {m} | {acc['agent']:.2f} | {acc['step']:.2f} | {b['agent']:.2f} | {b['step']:.2f} | "
                        f"{cells[0]} | {cells[1]} |")
         out.append("")
+        for key, sides in (g.get("agreement") or {}).items():
+            half, level = key.split("/")
+            out.append(f"{group}: agreement half {half}, {level} level: " + "; ".join(
+                f"{side} {c['n']} runs, default right {c['agent']:.0f} (agent) {c['step']:.0f} (step)"
+                for side, c in sides.items()))
+        if g.get("agreement"):
+            out.append("")
     return "\n".join(out).rstrip() + "\n"
