@@ -9,7 +9,12 @@ Per run (one JSON line, appended as it finishes): its messages, calls and the wh
 tokens; for each loss (``last``: on the final call; ``located``: where the run's record says,
 ``--loss auto``) the calls the blame scored, its wall and CPU seconds, and the ratio of its wall time
 to the reference pass's. The peak extra memory (sampled RSS) is kept too, but not printed: in one
-process the allocator keeps what an earlier pass freed, so only a run's first figure means anything.
+process the allocator keeps what an earlier pass freed, so only a run's first figure means anything;
+``--memory`` measures each phase's peak in a process of its own instead:
+
+    python benchmarks/real_trace_cost.py --memory --out records/real-trace-cost/smollm2-memory.jsonl --runs 2,3,4
+    python benchmarks/real_trace_cost.py --memory --table records/real-trace-cost/smollm2-memory.jsonl
+
 ``--quick``: the first 3 runs (by id). The scorer is SmolLM2-135M-Instruct, fp32, on the CPU; run it
 alone on the machine.
 """
@@ -88,6 +93,63 @@ def run(out: Path, quick: bool, resume: bool) -> None:
                           for k, v in rec["losses"].items()), flush=True)
 
 
+PHASES = ("load", "reference", "last", "located")  # --memory: each in a process of its own
+
+
+def child(run_id: str, phase: str) -> None:
+    """One phase of one run in this (fresh) process, its peak resident memory printed as JSON: ``load``
+    (the scorer and the run loaded, nothing computed: the floor every phase shares), ``reference``, or a
+    blame with the ``last`` or ``located`` loss."""
+    import resource
+
+    from agentgrad.attribution.factory import make_scorer
+    from agentgrad.benchmarks.agentrx.bench import losses
+    from agentgrad.benchmarks.agentrx.data import load_runs
+
+    r = next(r for r in load_runs(("tau",))[0] if r.trace.id == run_id)
+    scorer = make_scorer("smollm2", on_too_long="skip")
+    t0 = time.perf_counter()
+    if phase == "reference":
+        reference_pass(scorer, r.trace)
+    elif phase in ("last", "located"):
+        blame_cost(scorer, r.trace, losses(r)[phase])
+    print(json.dumps({"phase": phase, "seconds": round(time.perf_counter() - t0, 2),
+                      "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
+
+
+def memory(out: Path, runs: list[str]) -> None:
+    """``--memory``: per run, each phase's peak resident memory in a process of its own (in one process
+    the allocator keeps what an earlier phase freed, so only separate processes compare), one line a run."""
+    import subprocess
+
+    done = {json.loads(x)["run"] for x in out.read_text().splitlines() if x.strip()} if out.exists() else set()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for run_id in runs:
+        if run_id in done:
+            continue
+        rec = {"run": run_id, "scorer": "smollm2 fp32 cpu", "peak_mb": {}}
+        for phase in PHASES:
+            p = subprocess.run([sys.executable, __file__, "--child", run_id, phase], capture_output=True, text=True)
+            if p.returncode != 0:
+                sys.exit(f"real_trace_cost: run {run_id}, {phase}: {p.stderr.strip().splitlines()[-1:]}")
+            rec["peak_mb"][phase] = json.loads(p.stdout.strip().splitlines()[-1])["peak_mb"]
+        with out.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(rec) + "\n")
+        print(f"run {run_id}: peak resident MB {rec['peak_mb']}", flush=True)
+
+
+def memory_table(path: Path) -> None:
+    recs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    print(f"{len(recs)} tau-bench runs of AgentRx, SmolLM2 fp32 on the CPU, each phase in a process of its own: "
+          f"peak resident memory (MB), and over the reference pass's")
+    print("| run | load | reference | last | located | last / reference | located / reference |")
+    print("|---|---|---|---|---|---|---|")
+    for r in recs:
+        m = r["peak_mb"]
+        print(f"| {r['run']} | {m['load']} | {m['reference']} | {m['last']} | {m['located']} | "
+              f"{m['last'] / m['reference']:.2f} | {m['located'] / m['reference']:.2f} |")
+
+
 def table(path: Path) -> None:
     try:
         every = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
@@ -120,8 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", type=Path, help="print the table of a records file")
     ap.add_argument("--quick", action="store_true", help="the first 3 runs")
     ap.add_argument("--resume", action="store_true", help="go on in --out: runs done are kept")
+    ap.add_argument("--memory", action="store_true", help="peak memory of each phase in a process of its own "
+                                                          "(--out: its records; --table: print them)")
+    ap.add_argument("--runs", default="2,3,4", help="--memory: the runs, by id (comma-separated)")
+    ap.add_argument("--child", nargs=2, metavar=("RUN", "PHASE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.table:
+    if a.child:
+        child(*a.child)
+    elif a.memory and a.table:
+        memory_table(a.table)
+    elif a.memory and a.out:
+        memory(a.out, [x.strip() for x in a.runs.split(",") if x.strip()])
+    elif a.table:
         table(a.table)
     elif a.out:
         run(a.out, a.quick, a.resume)
