@@ -12,7 +12,7 @@ import typer
 from agentgrad.blame.methods import registry_grammar
 from agentgrad.cli import options
 from agentgrad.cli._common import bench_app, console, err_console, progress_bar
-from agentgrad.cli.options import DEVICE, JUDGE
+from agentgrad.cli.options import DEVICE, DTYPE, JUDGE
 from agentgrad.cli.tables import print_blame_table, print_judge_misses, print_propagation, print_whowhen
 
 
@@ -143,6 +143,7 @@ def bench_agentrx(
     seed: int = typer.Option(0, "--seed", help="Seeds the random prior and tie-breaking."),
     loss: str = typer.Option("all", "--loss", help="The loss settings run: last (on the final call), located "
                                                    "(tau-bench: where the run's record says), comma list, or all."),
+    dtype: str = DTYPE,
 ) -> None:
     """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
     beside the priors, as paired differences on the report half (docs/agentrx.md)."""
@@ -159,7 +160,7 @@ def bench_agentrx(
 
     try:
         res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device, loss,
-                                on_start=lambda n: on_start(n), on_run=on_run)
+                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype)
     finally:
         progress.stop()
     print_agentrx(res["summary"], console)
