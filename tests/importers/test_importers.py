@@ -578,3 +578,42 @@ def test_a_real_whowhen_log_is_attributed_whole_on_the_tiny_model(tiny_llama):
     big = max(traces, key=lambda t: sum(len(n.text) for n in t.nodes))
     m = run_whowhen([big], ["gbc:mean_l1:whole:maxw"], Scorer(str(tiny_llama), on_too_long="skip", max_context=4096))
     assert m["groups"]["all"]["too_long"] == 1  # counted, not dropped
+
+
+def test_a_chat_call_too_long_drops_its_oldest_messages_and_keeps_the_task(tiny_llama):
+    """A chat of one message a step (tau-bench's): a call longer than the window keeps its system prompt,
+    its task (the first user message) and its last message, and drops the fewest oldest messages between
+    that make it fit; the spans of what it keeps still cut out their sources' text exactly."""
+    import dataclasses
+
+    from agentgrad.attribution.render import render_call, window_call, window_trace
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.importers.spans import log_trace
+
+    msgs = [{"role": "system", "content": "You are the shop's agent. Follow the policy: " + "be exact. " * 20},
+            {"role": "user", "content": "I want to return the shirt of order 12."}]
+    for i in range(6):
+        msgs += [{"role": "assistant", "content": f"Step {i}: I looked at order 12 and found item {i} in it."},
+                 {"role": "user", "content": f"Thanks, and what about item {i + 1}?"}]
+    msgs.append({"role": "assistant", "content": "There are 11 shirt options."})
+    tr = log_trace(msgs, "chat")
+    tok = Scorer(str(tiny_llama)).tokenizer
+    last = tr.calls()[-1]
+    n = len(render_call(tok, last).input_ids)
+    assert window_call(tok, last, n) is last
+    seen = []
+    for limit in range(n - 1, n - 200, -7):
+        w = window_call(tok, last, limit)
+        d = w.meta["window"]["dropped"]
+        assert [m["content"] for m in w.messages[:2]] == [m["content"] for m in last.messages[:2]]  # system, task
+        assert w.messages[-1] == last.messages[-1] and len(w.messages) == len(last.messages) - d
+        assert [m["content"] for m in w.messages[2:]] == [m["content"] for m in last.messages[2 + d:]]  # oldest gone
+        tokens = len(render_call(tok, w).input_ids)
+        assert tokens <= limit and w.meta["window"] == {"dropped": d, "tokens_before": n, "tokens": tokens}
+        if d > 1:  # one message fewer dropped would not fit
+            longer = dataclasses.replace(last, messages=last.messages[:2] + last.messages[2 + d - 1:], spans=[])
+            assert len(render_call(tok, longer).input_ids) > limit
+        assert w.parents == last.parents and w.text == last.text
+        seen.append(d)
+    assert seen == sorted(seen) and seen[0] >= 1 and seen[-1] > seen[0]
+    assert_spans_exact(window_trace(tok, tr, n - 40))

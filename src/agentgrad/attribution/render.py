@@ -240,7 +240,8 @@ def window_call(tok: Any, node: Node, limit: int) -> Node:
     ``parents`` stay as they were: what the call depended on does not change, only what the scorer
     reads (a dropped step gets no gradient edge from this call; it is still reached through the calls
     after it). ``meta["window"]`` records the blocks dropped and the tokens before and after. A call
-    that fits, or whose transcript is not disjoint blocks, is returned as is; one that does not fit
+    that fits is returned as is; one without such a transcript, a chat of one message a step, drops its
+    oldest messages instead (:func:`_window_messages`); one that does not fit
     even with every block but the first dropped comes back with them dropped (still too long: the
     scorer then skips or raises as it is set to)."""
     tokens = len(render_call(tok, node).input_ids)
@@ -252,7 +253,7 @@ def window_call(tok: Any, node: Node, limit: int) -> Node:
     msg = max(counts, key=lambda m: (counts[m], m))
     mine = sorted((s for s in node.spans if s.message == msg), key=lambda s: s.start)
     if len(mine) < 2 or any(b.start < a.end for a, b in zip(mine, mine[1:])):
-        return node
+        return _window_messages(tok, node, limit, tokens)
 
     def cut(d: int) -> Node:  # blocks 1..d dropped
         lo, hi = mine[0].end, mine[d].end
@@ -267,6 +268,42 @@ def window_call(tok: Any, node: Node, limit: int) -> Node:
                                    meta={**node.meta, "window": {"dropped": d, "tokens_before": tokens}})
 
     lo_d, hi_d = 1, len(mine) - 1  # the fewest drops that fit lies in [lo_d, hi_d] (or none fits)
+    best = cut(hi_d)
+    if (n := len(render_call(tok, best).input_ids)) > limit:
+        best.meta["window"]["tokens"] = n
+        return best
+    while lo_d < hi_d:
+        mid = (lo_d + hi_d) // 2
+        if len(render_call(tok, cut(mid)).input_ids) <= limit:
+            hi_d = mid
+        else:
+            lo_d = mid + 1
+    best = cut(hi_d)
+    best.meta["window"]["tokens"] = len(render_call(tok, best).input_ids)
+    return best
+
+
+def _window_messages(tok: Any, node: Node, limit: int, tokens: int) -> Node:
+    """A chat call (one message a step: tau-bench's, a chat JSONL's) cut to ``limit`` tokens by dropping
+    its oldest messages after the first that is not a system message (the task), the fewest that make it
+    fit; the last message always stays. Spans of the dropped messages go, later ones move up. Returned
+    as is where there is nothing to drop."""
+    keep = [i for i, m in enumerate(node.messages) if m.get("role") in ("system", "developer")]
+    first = next((i for i, m in enumerate(node.messages) if i not in keep), None)
+    if first is None:
+        return node
+    droppable = [i for i in range(first + 1, len(node.messages) - 1) if i not in keep]
+    if not droppable:
+        return node
+
+    def cut(d: int) -> Node:  # the d oldest droppable messages dropped
+        gone = set(droppable[:d])
+        index = {i: i - sum(g < i for g in gone) for i in range(len(node.messages)) if i not in gone}
+        spans = [dataclasses.replace(sp, message=index[sp.message]) for sp in node.spans if sp.message not in gone]
+        return dataclasses.replace(node, messages=[dict(m) for i, m in enumerate(node.messages) if i not in gone],
+                                   spans=spans, meta={**node.meta, "window": {"dropped": d, "tokens_before": tokens}})
+
+    lo_d, hi_d = 1, len(droppable)
     best = cut(hi_d)
     if (n := len(render_call(tok, best).input_ids)) > limit:
         best.meta["window"]["tokens"] = n

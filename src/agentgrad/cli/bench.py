@@ -144,6 +144,9 @@ def bench_agentrx(
     loss: str = typer.Option("all", "--loss", help="The loss settings run: last (on the final call), located "
                                                    "(tau-bench: where the run's record says), comma list, or all."),
     dtype: str = DTYPE,
+    window: Optional[int] = typer.Option(None, "--window", min=256, help="A measured approximation: every call "
+                                                                         "longer than this many tokens reads only "
+                                                                         "its latest steps that fit."),
 ) -> None:
     """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
     beside the priors, as paired differences on the report half (docs/agentrx.md)."""
@@ -160,7 +163,7 @@ def bench_agentrx(
 
     try:
         res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device, loss,
-                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype)
+                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype, window=window)
     finally:
         progress.stop()
     print_agentrx(res["summary"], console)

@@ -70,11 +70,13 @@ def score(trace: Trace, ranking: list[Blame], run: Run) -> dict[str, Any]:
 def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = None, resume: bool = False,
                 seed: int = 0, on_run: Callable[[dict[str, Any]], None] | None = None,
                 on_method: Callable[[str, str, str], None] | None = None,
-                settings: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+                settings: tuple[str, ...] | None = None, window: int | None = None) -> list[dict[str, Any]]:
     """Blame every run under every loss setting of its subset (or those of ``settings``) with
     ``methods``; each (run, setting)'s record is appended to ``out/records.jsonl`` as it finishes.
-    ``resume``: the records already there that cover ``methods`` are kept, not run again. Returns
-    every record of the folder."""
+    ``resume``: the records already there that cover ``methods`` are kept, not run again. ``window``: a
+    measured approximation, every call longer than that many tokens reads only its latest steps that
+    fit (:func:`~agentgrad.attribution.render.window_trace`, the path a call longer than the scorer's
+    context takes); the scores are on the same nodes. Returns every record of the folder."""
     files = RunFiles(out)
     path = files.path(RECORDS)
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -108,7 +110,12 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                 if on_method:
                     on_method(run.trace.id, setting, m)
                 t0, cpu0 = time.perf_counter(), time.process_time()
-                verdict = blame_episode(m, run.trace, loss, scorer, seed=seed)
+                read = run.trace
+                if window is not None and scorer is not None:
+                    from agentgrad.attribution.render import window_trace
+
+                    read = window_trace(scorer.tokenizer, run.trace, window)
+                verdict = blame_episode(m, read, loss, scorer, seed=seed)
                 rec["methods"][m] = {**score(run.trace, verdict.ranking, run),
                                      "seconds": round(time.perf_counter() - t0, 3),
                                      "cpu_seconds": round(time.process_time() - cpu0, 3)}

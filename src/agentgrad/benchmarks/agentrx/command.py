@@ -17,14 +17,15 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
                       data: str | Path | None = None, resume: bool = False, overwrite: bool = False, seed: int = 0,
                       device: str = "cpu", losses: str = "all", on_start: Callable[[int], None] | None = None,
                       on_run: Callable[[dict[str, Any]], None] | None = None,
-                      on_method: Callable[[str, str, str], None] | None = None, dtype: str = "float32"
-                      ) -> dict[str, Any]:
+                      on_method: Callable[[str, str, str], None] | None = None, dtype: str = "float32",
+                      window: int | None = None) -> dict[str, Any]:
     """The AgentRx benchmark into ``out``; returns its summary (:func:`~agentgrad.benchmarks.agentrx.bench.summary`).
 
     ``methods``: a comma list of registry names and prefixes (default: the priors and provenance, and
     with a ``scorer`` the default GBC method too); ``subsets``: ``tau``, ``magentic`` or ``all``;
     ``losses``: the loss settings run (``last``, ``located``, comma list, or ``all``); ``dtype``: the
-    scorer's weights (``bfloat16``: a measured approximation of the float32 default)."""
+    scorer's weights (``bfloat16``: a measured approximation of the float32 default); ``window``: another,
+    each call read only as far back as that many tokens (:func:`~agentgrad.benchmarks.agentrx.bench.run_agentrx`)."""
     chosen = tuple(SUBSETS) if subsets == "all" else tuple(s.strip() for s in subsets.split(",") if s.strip())
     bad = [s for s in chosen if s not in SUBSETS]
     if bad or not chosen:
@@ -52,7 +53,7 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     if on_start:
         on_start(len(runs))
     records = run_agentrx(runs, names, out, sc, resume=resume, seed=seed, on_run=on_run, on_method=on_method,
-                          settings=settings)
+                          settings=settings, window=window)
     cpu = {m: round(sum(float(r["methods"].get(m, {}).get("cpu_seconds", 0.0)) for r in records), 3) for m in names}
     result = {"methods": names, "subsets": list(chosen), "scorer": sc.describe() if sc is not None else None,
               "broken": broken, "cpu_seconds": cpu, "summary": summary(records)}
