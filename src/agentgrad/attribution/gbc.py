@@ -28,6 +28,7 @@ to an independent library (Captum's ``Saliency`` and ``InputXGradient``).
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -54,7 +55,7 @@ class CallGradients:
 
 
 def forward(model: Any, ids: Any, output_range: tuple[int, int], start: int = 0, past: Any = None,
-            use_cache: bool = False) -> Pass:
+            use_cache: bool = False, checkpoint: bool = False) -> Pass:
     """The teacher-forced pass over a call, differentiable in the embeddings of positions ``start`` ..
     T-1. The positions before ``start`` are constants: their key/value cache ``past`` when given,
     else they run in this same pass without gradients. Logits are computed only where they predict
@@ -67,10 +68,13 @@ def forward(model: Any, ids: Any, output_range: tuple[int, int], start: int = 0,
         start: the first position differentiated (0 < start <= the output's start, or 0).
         past: the key/value cache of ``ids[:start]`` (keyword ``past_key_values`` or ``cache``).
         use_cache: return the pass's key/value cache in ``out``.
+        checkpoint: recompute each layer in the backward pass instead of keeping its activations
+            (:func:`~agentgrad.models.kvcache.layer_checkpoints`; a ``past`` is read through :func:`~agentgrad.models.kvcache.read_only_cache`);
+            ignored with ``use_cache`` or a cache that cannot be read so.
     """
     import torch
 
-    from agentgrad.models.kvcache import cache_kwarg
+    from agentgrad.models.kvcache import cache_kwarg, layer_checkpoints
 
     o_s, o_e = output_range
     n_out = o_e - o_s
@@ -79,7 +83,13 @@ def forward(model: Any, ids: Any, output_range: tuple[int, int], start: int = 0,
     e = e_all if past is not None else e_all[:, start:]  # (1, T - start, H)
     leaf = e.detach().clone().requires_grad_(True)  # (1, T - start, H)
     inputs = torch.cat([e_all[:, :start], leaf], 1) if past is None and start > 0 else leaf  # (1, T or T - start, H)
-    with torch.enable_grad():
+    if checkpoint and not use_cache and past is not None:
+        from agentgrad.models.kvcache import read_only_cache
+
+        frozen = read_only_cache(past)
+        checkpoint, past = (frozen is not None), (frozen if frozen is not None else past)
+    with torch.enable_grad(), (layer_checkpoints(model, reads_cache=past is not None) if checkpoint and not use_cache
+                               else nullcontext()):
         out = model(inputs_embeds=inputs, **({cache_kwarg(model): past} if past is not None else {}),
                     use_cache=use_cache, logits_to_keep=n_out + 1)  # positions o_s - 1 .. o_e - 1
         logits = out.logits[0, :-1].float()  # (n_out, V): the predictions of y_1 .. y_n (the last predicts nothing)

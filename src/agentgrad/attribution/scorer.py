@@ -41,6 +41,10 @@ from agentgrad.errors import ConfigError, ContextLengthError
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 from agentgrad.models.kvcache import PrefixCache, layers_kv, output_cache, plain_kv_cache
 
+# differentiated tokens from which a pass recomputes its layers in backward (about 5 GB of fp32 activations
+# on SmolLM2-135M; measured: docs/attribution.md)
+CHECKPOINT_FROM = 4096
+
 
 class Scorer(BatchMixin, OcclusionMixin):
     """A white-box Hugging Face causal LM that scores recorded calls.
@@ -66,6 +70,10 @@ class Scorer(BatchMixin, OcclusionMixin):
             that another objective of the same call costs one backward pass (0: none kept); only
             passes asked to be kept (``attribute_node(..., keep=True)``, as a blame context does),
             and none bigger than this.
+        checkpoint_from: a pass that differentiates at least this many tokens and is not kept
+            recomputes each layer in its backward pass instead of keeping its activations
+            (:func:`agentgrad.models.kvcache.layer_checkpoints`): the same gradients, bit for bit,
+            for about a third of the memory and a fifth more time (None: never).
     """
 
     capabilities: frozenset[str] = frozenset(CAPABILITIES)  # all of them: see agentgrad.attribution.protocol
@@ -87,6 +95,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         prompt_weights: bool = False,
         batch_tokens: int = 0,
         graph_bytes: int = 2**30,
+        checkpoint_from: int | None = CHECKPOINT_FROM,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -117,6 +126,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         self.occlusion_group = 2  # occlusion variants per forward pass on a CPU (see _occlusion_from_prefix)
         self._plain_kv = plain_kv_cache(model)
         self.graphs = ForwardCache(graph_bytes, model.parameters())  # (input ids, output range, start) -> kept pass
+        self.checkpoint_from = checkpoint_from
         self.forward_stats = self.graphs.stats
 
     @classmethod
@@ -260,8 +270,11 @@ class Scorer(BatchMixin, OcclusionMixin):
         # a short prefix not cached yet runs in this pass (no gradient reaches it) and is kept from it
         in_pass = keep and self._plain_kv and self.prefixes.runs_in_pass(r.input_ids[:start], self.device)
         past, hit = self.prefix_cache(ids[:start]) if start > 0 and not in_pass else (None, False)
+        long = self.checkpoint_from is not None and len(r.input_ids) - start >= self.checkpoint_from
+        checkpoint = long and not (keep or in_pass)  # a kept pass keeps its activations: it is asked again
         with self.graphs.measure() as saved:
-            p = gbc.forward(self.model, ids, r.output_range, start, past, use_cache=past is not None or keep or in_pass)
+            p = gbc.forward(self.model, ids, r.output_range, start, past,
+                            use_cache=(past is not None or keep or in_pass) and not checkpoint, checkpoint=checkpoint)
         cache = output_cache(p.out) if keep or in_pass else None
         if in_pass:
             self.prefixes.keep_from_pass(r.input_ids[:start], cache)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 import inspect
 from collections import OrderedDict
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 KV = list[tuple[Any, Any]]  # per layer (keys, values), each (B, heads, T, head dim)
 
@@ -52,6 +53,86 @@ def rewrap_cache(cache: Any) -> Any:
     new = copy.copy(cache)
     new.layers = [copy.copy(layer) for layer in cache.layers]
     return new
+
+
+def read_only_cache(cache: Any) -> Any | None:
+    """A cache that gives the stored prefix to every layer without ever storing what follows: each
+    layer's ``update`` returns the prefix's keys and values with the new ones after them and keeps
+    nothing. A layer recomputed in the backward pass (:func:`layer_checkpoints`)
+    then reads the same prefix as in the forward pass, where a dynamic cache would hold the new positions
+    twice. None for a cache that is not plain dynamic layers (nothing here knows how to read it)."""
+    from transformers.cache_utils import DynamicLayer
+
+    if not all(type(layer) is DynamicLayer and getattr(layer, "is_initialized", True) for layer in cache.layers):
+        return None
+    new = rewrap_cache(cache)
+    for layer in new.layers:
+        layer.__class__ = _read_only_layer()
+    return new
+
+
+def _read_only_layer() -> type:
+    global _READ_ONLY
+    if _READ_ONLY is None:
+        import torch
+        from transformers.cache_utils import DynamicLayer
+
+        class ReadOnlyLayer(DynamicLayer):
+            """A dynamic cache layer whose ``update`` stores nothing (:func:`read_only_cache`)."""
+
+            def update(self, key_states, value_states, *args, **kwargs):
+                return torch.cat([self.keys, key_states], dim=-2), torch.cat([self.values, value_states], dim=-2)
+
+        _READ_ONLY = ReadOnlyLayer
+    return _READ_ONLY
+
+
+_READ_ONLY: type | None = None
+
+
+@contextmanager
+def layer_checkpoints(model: Any, reads_cache: bool = False) -> Iterator[bool]:
+    """Within it, a pass with gradients keeps only each decoder layer's input and recomputes the layer in
+    the backward pass (transformers' gradient checkpointing, non-reentrant), so a long call's activations
+    need a layer's worth of memory, not the model's; the gradients are the same numbers. Only the layers
+    are put in training mode (their own switch: nothing inside them, a dropout included, changes mode),
+    and everything is as it was after. ``reads_cache``: the pass reads a prefix through a cache that stores
+    nothing (:func:`read_only_cache`), which transformers is told it may then keep
+    (it drops a layer's cache under checkpointing, since a cache that stores would be written twice).
+    Yields False, changing nothing, for a model without checkpointable layers."""
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # a transformers without per-layer checkpointing
+        yield False
+        return
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    if not layers or not getattr(model, "supports_gradient_checkpointing", False):
+        yield False
+        return
+    new = hasattr(model, "activation_checkpointing_enable")  # transformers 5.25 renamed gradient_checkpointing_*
+    was = bool(getattr(model, "is_activation_checkpointing" if new else "is_gradient_checkpointing", False))
+    modes = [m.training for m in layers]
+    if not was and new:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    elif not was:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if not was and hasattr(model, "disable_input_require_grads"):
+        try:  # enabling also hooks the embeddings to need gradients (for frozen trainable models): not here,
+            model.disable_input_require_grads()  # where the pass's own embeddings are the leaf differentiated
+        except AttributeError:  # no hook was added
+            pass
+    for m in layers:
+        m.training = True
+        if reads_cache:
+            m._can_checkpoint_with_cache = True  # noqa: SLF001 - transformers' switch for a cache only read
+    try:
+        yield True
+    finally:
+        for m, mode in zip(layers, modes):
+            m.training = mode
+            m.__dict__.pop("_can_checkpoint_with_cache", None)
+        if not was:
+            (model.activation_checkpointing_disable if new else model.gradient_checkpointing_disable)()
 
 
 def expand_cache(cache: Any, batch: int) -> None:
