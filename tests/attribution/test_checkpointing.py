@@ -60,3 +60,21 @@ def test_the_scorer_checkpoints_long_calls_and_scores_them_the_same(tiny_llama):
     ck = Scorer(str(tiny_llama), checkpoint_from=1).attribute(tr)[0]
     assert [n.to_dict() | {"seconds": 0} for n in plain] == [n.to_dict() | {"seconds": 0} for n in ck]
     assert any(n.sources for n in plain)
+
+
+def test_a_blame_keeps_a_checkpointed_pass_and_its_verdicts_are_the_same(tiny_llama):
+    """In a blame (passes kept for a second objective) every call checkpointed gives the verdicts and the
+    scores of the scorer that never checkpoints; the kept passes hold a fraction of the bytes."""
+    from agentgrad.blame.losses import verbal_loss
+    from agentgrad.runs.blame import blame_trace
+
+    tr = pipeline_trace(tiny_llama)
+    loss = verbal_loss(tr, "the answer is wrong")
+    methods = ["gbc:max_l1:targeted:blend", "max_l1", "occlusion:targeted:maxw", "provenance"]
+    got = {}
+    for ck in (None, 1):
+        sc = Scorer(str(tiny_llama), checkpoint_from=ck)
+        tv = blame_trace(tr, loss, methods, sc)
+        got[ck] = ({m: v.to_dict() for m, v in tv.methods.items()}, sum(f.nbytes for f in sc.graphs.entries.values()))
+    assert got[None][0] == got[1][0]
+    assert 0 < got[1][1] < got[None][1]  # the kept passes: each layer's input, not its activations

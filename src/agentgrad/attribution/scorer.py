@@ -70,8 +70,8 @@ class Scorer(BatchMixin, OcclusionMixin):
             that another objective of the same call costs one backward pass (0: none kept); only
             passes asked to be kept (``attribute_node(..., keep=True)``, as a blame context does),
             and none bigger than this.
-        checkpoint_from: a pass that differentiates at least this many tokens and is not kept
-            recomputes each layer in its backward pass instead of keeping its activations
+        checkpoint_from: a pass that differentiates at least this many tokens recomputes each layer
+            in its backward pass instead of keeping its activations
             (:func:`agentgrad.models.kvcache.layer_checkpoints`): the same gradients, bit for bit,
             for about a third of the memory and a fifth more time (None: never).
     """
@@ -268,10 +268,11 @@ class Scorer(BatchMixin, OcclusionMixin):
         t0 = time.time()
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
         # a short prefix not cached yet runs in this pass (no gradient reaches it) and is kept from it
-        in_pass = keep and self._plain_kv and self.prefixes.runs_in_pass(r.input_ids[:start], self.device)
+        # a long call recomputes its layers in backward (no cache out of it: its prefix is prefilled apart, and a
+        # kept pass keeps only its layers' inputs, small enough to keep)
+        checkpoint = self.checkpoint_from is not None and len(r.input_ids) - start >= self.checkpoint_from
+        in_pass = keep and self._plain_kv and not checkpoint and self.prefixes.runs_in_pass(r.input_ids[:start], self.device)
         past, hit = self.prefix_cache(ids[:start]) if start > 0 and not in_pass else (None, False)
-        long = self.checkpoint_from is not None and len(r.input_ids) - start >= self.checkpoint_from
-        checkpoint = long and not (keep or in_pass)  # a kept pass keeps its activations: it is asked again
         with self.graphs.measure() as saved:
             p = gbc.forward(self.model, ids, r.output_range, start, past,
                             use_cache=(past is not None or keep or in_pass) and not checkpoint, checkpoint=checkpoint)
@@ -281,7 +282,10 @@ class Scorer(BatchMixin, OcclusionMixin):
         kv = [(k.detach(), v.detach()) for k, v in layers_kv(cache)] if keep and self._plain_kv and cache is not None else []
         for t in (t for pair in kv for t in pair):
             saved.setdefault(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        fw = ForwardPass(p.leaf, p.embeds, p.token_lp, start, hit, kv, time.time() - t0, sum(saved.values()))
+        nbytes = sum(saved.values())
+        if checkpoint:  # what the checkpoints hold, which the meter does not see: each layer's input
+            nbytes += getattr(self.model.config, "num_hidden_layers", 1) * p.leaf.numel() * p.leaf.element_size()
+        fw = ForwardPass(p.leaf, p.embeds, p.token_lp, start, hit, kv, time.time() - t0, nbytes)
         if keep:
             self.graphs.add(key, fw)
         return fw, False
