@@ -5,6 +5,11 @@ halves, and on the report half (B) its paired difference from the best prior of 
 
 Several files are read as one set of records (a later line for the same run and loss replaces an
 earlier one's methods it names), so a scorer's run can be added beside the model-free one.
+
+    python benchmarks/agentrx_table.py BASE.jsonl --compare OTHER.jsonl [--compare ...]
+
+prints a measured approximation (bf16, a window) against the exact records of the same runs: paired
+differences on half B and the ratio of CPU seconds (docs/agentrx.md).
 """
 
 from __future__ import annotations
@@ -38,10 +43,48 @@ def read(paths: list[Path]) -> list[dict]:
     return list(recs.values())
 
 
+def compare(base: list[dict], other: list[dict], label: str) -> str:
+    """Each method both files ran, ``other`` against ``base`` on the same runs and loss: per half its
+    accuracy under both, and on half B the paired difference (other - base) at step and agent level, and
+    the ratio of CPU seconds (a measured approximation against the exact path)."""
+    from agentgrad.benchmarks.stats import paired
+
+    by = {(r["subset"], r["run"], r["loss"]): r for r in base}
+    pairs = [(by[k], r) for r in other if (k := (r["subset"], r["run"], r["loss"])) in by]
+    if not pairs:
+        sys.exit("agentrx_table: --compare: the two files share no run and loss")
+    out = []
+    for m in sorted({m for _, o in pairs for m in o["methods"]}):
+        rows = [(b, o) for b, o in pairs if m in b["methods"] and m in o["methods"]]
+        for h in ("A", "B"):
+            hr = [(b["methods"][m], o["methods"][m]) for b, o in rows if b["half"] == h]
+            if not hr:
+                continue
+            cpu_b, cpu_o = sum(x["cpu_seconds"] for x, _ in hr), sum(y["cpu_seconds"] for _, y in hr)
+            line = (f"{label}, {m}, half {h}: {len(hr)} runs; step {sum(x['step'] for x, _ in hr) / len(hr):.2f} -> "
+                    f"{sum(y['step'] for _, y in hr) / len(hr):.2f}, agent {sum(x['agent'] for x, _ in hr) / len(hr):.2f} -> "
+                    f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}; CPU s {cpu_b:.0f} -> {cpu_o:.0f} ({cpu_o / cpu_b:.2f}x)")
+            if h == "B":
+                d = {lvl: paired([y[lvl] for _, y in hr], [x[lvl] for x, _ in hr]) for lvl in ("step", "agent")}
+                line += "; " + ", ".join(
+                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']}/{p['losses']}, p {p['p']:.2f})"
+                    for lvl, p in d.items())
+            out.append(line)
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("records", nargs="+", type=Path, help="records.jsonl of bench agentrx")
+    ap.add_argument("--compare", type=Path, action="append", default=[], metavar="FILE",
+                    help="records of the same runs under another setting (bf16, a window): each against the "
+                         "first records file, paired on the same runs (repeatable)")
     a = ap.parse_args(argv)
+    if a.compare:
+        base = read(a.records)
+        for f in a.compare:
+            print(compare(base, read([f]), f.parent.name))
+        return 0
     from agentgrad.benchmarks.agentrx.bench import markdown, summary
 
     print(markdown(summary(read(a.records))), end="")
