@@ -63,11 +63,11 @@ def compare(base: list[dict], other: list[dict], label: str) -> str:
             cpu_b, cpu_o = sum(x["cpu_seconds"] for x, _ in hr), sum(y["cpu_seconds"] for _, y in hr)
             line = (f"{label}, {m}, half {h}: {len(hr)} runs; step {sum(x['step'] for x, _ in hr) / len(hr):.2f} -> "
                     f"{sum(y['step'] for _, y in hr) / len(hr):.2f}, agent {sum(x['agent'] for x, _ in hr) / len(hr):.2f} -> "
-                    f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}; CPU s {cpu_b:.0f} -> {cpu_o:.0f} ({cpu_o / cpu_b:.2f}x)")
+                    f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}; CPU s {cpu_b:.0f} -> {cpu_o:.0f} (ratio {cpu_o / cpu_b:.2f})")
             if h == "B":
                 d = {lvl: paired([y[lvl] for _, y in hr], [x[lvl] for x, _ in hr]) for lvl in ("step", "agent")}
                 line += "; " + ", ".join(
-                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']}/{p['losses']}, p {p['p']:.2f})"
+                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']} won, {p['losses']} lost, p {p['p']:.2f})"
                     for lvl, p in d.items())
             out.append(line)
     return "\n".join(out)

@@ -54,3 +54,26 @@ def test_a_call_longer_than_the_scorers_context_reads_its_latest_steps_and_the_v
     assert tv.data is tr and tv.methods["gbc:max_l1:targeted:blend"].agent  # the blame ran on what fits
     scored = {n.node_id: n for n in tv.attribution.nodes}
     assert final in scored and not scored[final].skipped and len(scored[final].input_ids) <= 400
+
+
+def test_the_default_window_reads_long_calls_within_it_and_zero_reads_them_whole(tiny_llama):
+    """``window``: a chat call longer than it keeps its system prompt, task and latest messages (the note
+    names the window); ``window=None`` (``--window 0``) reads every call whole, as the scorer's context allows."""
+    from agentgrad.importers.spans import log_trace
+
+    msgs = [{"role": "system", "content": "You are the shop's agent."},
+            {"role": "user", "content": "How many shirt options are there?"}]
+    for i in range(10):
+        msgs += [{"role": "assistant", "content": f"Step {i}: I checked page {i} of the catalogue. " * 3},
+                 {"role": "user", "content": f"And page {i + 1}?"}]
+    msgs.append({"role": "assistant", "content": "There are 11 shirt options."})
+    tr = log_trace(msgs, "chat")
+    loss = ag.verbal_loss(tr, "wrong count", wrong="11")
+    sc = Scorer(str(tiny_llama))
+    whole = blame_trace(tr, loss, ["gbc:max_l1:targeted:blend"], sc, window=None)
+    cut = blame_trace(tr, loss, ["gbc:max_l1:targeted:blend"], sc, window=256)
+    assert whole.note == "" and "256-token window (--window 0: whole)" in cut.note
+    lengths = {n.node_id: len(n.input_ids) for n in cut.attribution.nodes}
+    assert lengths and max(lengths.values()) <= 256
+    assert max(len(n.input_ids) for n in whole.attribution.nodes) > 256
+    assert cut.methods["gbc:max_l1:targeted:blend"].agent == "assistant"

@@ -40,6 +40,10 @@ from agentgrad.blame.walk import OBJECTIVES, RULES, WALK_RULES, walk, walk_topk
 from agentgrad.errors import ConfigError, ContextLengthError, JudgeReplyError, RegistryError
 
 DEFAULT_METHOD = "gbc:max_l1:targeted:blend"  # at or above carry on every planted family, both report seeds (docs/blame.md)
+# the tokens a call is read within by default (agentgrad blame): its system prompt, its task and the latest steps
+# that fit. On AgentRx's report half it gave the exact path's accuracy on every run at 0.75 of its CPU
+# (docs/agentrx.md, registered before it ran); 0 or None: every call whole, up to the scorer's context
+WINDOW = 4096
 ALIASES = {w: f"gbc:{w}:whole:path" for w in WEIGHT_NAMES}
 
 

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from agentgrad.blame.context import Meter
 from agentgrad.blame.losses import DESCRIBED
-from agentgrad.blame.methods import DEFAULT_METHOD
+from agentgrad.blame.methods import DEFAULT_METHOD, WINDOW
 from agentgrad.cli._common import app, console, err_console
 from agentgrad.cli.options import DEVICE, DTYPE, JUDGE
 
@@ -139,6 +139,10 @@ def blame_command(
     top_k: int = typer.Option(1, "--top-k", min=1, help="Incoming edges kept per call by the path walks."),
     quiet: bool = typer.Option(False, "--quiet", help="No progress display on stderr (none either where stderr "
                                                       "is not a terminal)."),
+    window: int = typer.Option(WINDOW, "--window", min=0, help="Read each call within this many tokens: its system "
+                                                             "prompt, its task and the latest steps that fit (the "
+                                                             "same accuracy on AgentRx at 0.75 of the CPU: "
+                                                             "docs/agentrx.md); 0: whole, up to the scorer's context."),
     all_calls: bool = typer.Option(False, "--all-calls", help="Score every call first (the report's whole "
                                                                "attribution graph); by default only the calls "
                                                                "the methods read are scored."),
@@ -217,7 +221,7 @@ def blame_command(
     with shown:
         tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=DESCRIBED if target is None else target,
                         trace_id=trace_id, methods=names, scorer=sc, seed=seed, top_k=top_k, judge=jm,
-                        on_method=shown.method, attribute_all=all_calls, meter=shown)
+                        on_method=shown.method, attribute_all=all_calls, meter=shown, window=window or None)
     written = write_blame(tv, out, top_k, seed)
     tr = tv.data
     node = tr.nodes[tv.verbal.targets[0]]

@@ -22,7 +22,7 @@ from agentgrad.attribution.records import build_graph
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.context import BlameContext, Meter
 from agentgrad.blame.losses import DESCRIBED, trace_loss, verbal_loss
-from agentgrad.blame.methods import DEFAULT_METHOD, canonical, check_expected, edge_rule, needs_scorer
+from agentgrad.blame.methods import DEFAULT_METHOD, WINDOW, canonical, check_expected, edge_rule, needs_scorer
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.blame.team import TraceVerdict
 from agentgrad.core.trace import Trace
@@ -44,13 +44,16 @@ def reach(trace: Trace) -> tuple[int, int]:
     return sum(c.id in up for c in calls), len(calls)
 
 
-def windowed(trace: Trace, scorer: Any) -> tuple[Trace, str]:
-    """The trace the scorer reads, and what was cut: a call longer than the scorer's context keeps the
-    steps nearest it that fit (:func:`~agentgrad.attribution.render.window_call`: a group chat's or a
-    log's oldest blocks dropped, its task kept), never truncated silently; the rest as they are."""
-    tok, limit = getattr(scorer, "tokenizer", None), getattr(scorer, "max_context", None)
-    if scorer is None or tok is None or not limit:
+def windowed(trace: Trace, scorer: Any, window: int | None = None) -> tuple[Trace, str]:
+    """The trace the scorer reads, and what was cut: a call longer than ``window`` tokens (or than the
+    scorer's context, if that is shorter) keeps the steps nearest it that fit
+    (:func:`~agentgrad.attribution.render.window_call`: a group chat's or a log's oldest blocks, or a
+    chat's oldest messages, dropped; its system prompt and task kept), never truncated silently; the rest
+    as they are."""
+    tok, context = getattr(scorer, "tokenizer", None), getattr(scorer, "max_context", None)
+    if scorer is None or tok is None or not context:
         return trace, ""
+    limit = min(window, context) if window else context
     from agentgrad.attribution.render import render_call, window_trace
 
     if all(len(render_call(tok, n).input_ids) <= limit for n in trace.calls()):
@@ -60,7 +63,8 @@ def windowed(trace: Trace, scorer: Any) -> tuple[Trace, str]:
     if not cut:
         return trace, ""
     still = [n for n in cut if n.meta["window"].get("tokens", 0) > limit]
-    return out, (f"{len(cut)} call(s) longer than the scorer's {limit:,} tokens read only their latest steps "
+    within = f"the {limit:,}-token window (--window 0: whole)" if limit < context else f"the scorer's {limit:,} tokens"
+    return out, (f"{len(cut)} call(s) longer than {within} read only their latest steps "
                  f"(oldest steps dropped{', the last five' if len(cut) > 5 else ''}: "
                  + ", ".join(f"n{n.id} {n.meta['window']['dropped']} step(s) of its "
                              f"{n.meta['window']['tokens_before']:,} tokens" for n in cut[-5:]) + ")" + (f"; {len(still)} still longer than that (the scorer skips or refuses them, as it is "
@@ -105,19 +109,20 @@ def scorer_for(names: list[str], scorer: Any) -> Any:
 def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None, scorer: Any = None,
                 seed: int = 0, top_k: int = 1, judge: Any = None,
                 on_method: Callable[[str], None] | None = None, attribute_all: bool = False,
-                meter: Meter | None = None) -> TraceVerdict:
+                meter: Meter | None = None, window: int | None = WINDOW) -> TraceVerdict:
     """Every method's verdict on ``trace`` for ``loss`` (a blamed :class:`TraceVerdict`, which also keeps
     the trace, the loss and the attributions computed in memory); ``scorer`` (a model value or a loaded
     scorer) is loaded only when a method needs gradients. The methods share one context, so a call's
     gradients are taken once for all of them, and only the calls they read are scored (a walk from
     the loss scores the calls it walks through); ``attribute_all`` scores every call first (the whole
     attribution graph for the report, at the price of a backward pass over every call); ``meter`` is
-    told of every call scored (a progress display: :class:`~agentgrad.blame.context.Meter`)."""
+    told of every call scored (a progress display: :class:`~agentgrad.blame.context.Meter`); ``window``:
+    the tokens each call is read within (:data:`agentgrad.blame.methods.WINDOW`; None or 0: whole, up to the scorer's context)."""
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
     sc = scorer_for(names, scorer)
-    scored_trace, note = windowed(trace, sc)
+    scored_trace, note = windowed(trace, sc, window)
     ctx = BlameContext(scored_trace, loss, sc, seed, judge, top_k, meter=meter)  # shared: each call's gradients once
     if sc is not None and attribute_all:
         ctx.prime(sc.attribute(scored_trace)[0])
@@ -138,7 +143,8 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
 def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: str | int | None = DESCRIBED,
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
                top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
-               expected: str | None = None, attribute_all: bool = False, meter: Meter | None = None) -> TraceVerdict:
+               expected: str | None = None, attribute_all: bool = False, meter: Meter | None = None,
+               window: int | None = WINDOW) -> TraceVerdict:
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
@@ -169,7 +175,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
                               f"say in words what went wrong with --loss TEXT")
     else:
         vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
-    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all, meter)
+    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all, meter, window)
     out.source, out.broken = str(path), res.broken
     return out
 
