@@ -146,7 +146,7 @@ def memory_table(path: Path) -> None:
     print("|---|---|---|---|---|---|---|")
     for r in recs:
         m = r["peak_mb"]
-        print(f"| {r['run']} | {m['load']} | {m['reference']} | {m['last']} | {m['located']} | "
+        print(f"| {r['run']} | {m['load']:,} | {m['reference']:,} | {m['last']:,} | {m['located']:,} | "
               f"{m['last'] / m['reference']:.2f} | {m['located'] / m['reference']:.2f} |")
 
 
