@@ -17,8 +17,8 @@ interval, and the best model-free method of those episodes. Token-level hit@1 (t
 per family where the loss has a span. ``--save`` keeps a small copy (agent top-1 and the paired
 figures per group, token precision, cost), which the script reads back in place of a metrics.json
 (``records/blame-results-cpu-2core.json``: its tables and token hit@1, no pairs). ``--keep``
-writes the run's per-episode records, compact (ids, truth, each method's scores, token precision;
-no traces or rankings), one JSON line each: the file the repository keeps of a run
+writes the run's per-episode records, compact (ids, truth, each method's scores and the agents it names at the
+top, token precision; no traces or rankings), one JSON line each: the file the repository keeps of a run
 (``records/blame-smollm2/``), which this script reads back in place of a metrics.json and summarises with the benchmark's own code. ``--pair A,B`` (repeatable)
 prints, per family, method A against method B on the same episodes: the mean difference of agent
 top-1 with its bootstrap interval, the episodes won and lost and the sign test's p, over every
@@ -33,6 +33,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from agentgrad.blame.context import Blame, top_tied
 
 TOPOLOGIES = ("chain", "fanin", "manager", "broadcast")
 SCORE_NAMES = (("abs_gxi", "|gradient x input|"), ("gxi", "signed gradient x input"),  # token scores beside L1
@@ -68,6 +70,18 @@ KEPT = ("episode", "topology", "fault", "long", "truth", "candidates", "token")
 SCORES = ("agent_top1", "node_top1", "agent_top3")
 
 
+def kept_scores(v: dict) -> dict:
+    """One method's scores as kept, with the agents it names at the top (``top``) where the record
+    holds them or its ranking (records written before ``top`` was)."""
+    out = {k: v[k] for k in SCORES}
+    if "top" in v:
+        out["top"] = v["top"]
+    elif v.get("ranking") is not None:
+        ranking = [Blame(**b) for b in v["ranking"]]
+        out["top"] = top_tied(ranking, lambda b: b.agent)
+    return out
+
+
 def keep(episodes: Path, out: Path) -> None:
     """The run's episode records, compact, one JSON line each (sorted by episode id)."""
     files = sorted(episodes.glob("*.json"))
@@ -77,8 +91,7 @@ def keep(episodes: Path, out: Path) -> None:
     for f in files:
         try:
             r = json.loads(f.read_text())
-            r = {**{k: r[k] for k in KEPT if k in r},
-                 "methods": {m: {k: v[k] for k in SCORES} for m, v in r["methods"].items()}}
+            r = {**{k: r[k] for k in KEPT if k in r}, "methods": {m: kept_scores(v) for m, v in r["methods"].items()}}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             sys.exit(f"blame_table: --keep: {f} is not a bench blame episode record ({e})")
         lines.append(json.dumps(r, sort_keys=True))

@@ -14,6 +14,11 @@ final agent, and per ``--pair A,B`` the paired difference of A and B on the same
 (:func:`agentgrad.benchmarks.stats.paired`: the difference, its bootstrap interval, faults won / lost,
 the sign test's p), overall, upstream and at the final agent.
 
+``--keep RUN`` writes the compact records of a ``bench inject`` run folder (its ``episodes/``) to the
+file named as RECORDS: per injection its ids, system, kind, position, ``final``, status, truth and
+candidates, per method its scores and the agents it names at the top (``top``); no texts, traces or
+rankings.
+
 ``--join FILE`` adds the methods of another run's records of the same injections (same episode ids
 and truth) that the first file does not hold, so that methods run apart are paired on the same
 faults; a method in both is the first file's.
@@ -50,6 +55,30 @@ def join(recs: list[dict], other: Path) -> None:
             r["methods"] = {**r["methods"], **{m: v for m, v in (o.get("methods") or {}).items() if m not in r["methods"]}}
 
 
+KEPT = ("episode", "system", "question", "kind", "position", "final", "status", "truth", "candidates")
+
+
+def keep(run: Path, out: Path) -> None:
+    """The run's injection records, compact, one JSON line each (sorted by episode id)."""
+    from blame_table import kept_scores
+
+    files = sorted((run / "episodes").glob("*.json"))
+    if not files:
+        sys.exit(f"inject_table: --keep: no injection records in {run / 'episodes'}")
+    lines = []
+    for f in files:
+        try:
+            r = json.loads(f.read_text(encoding="utf-8"))
+            c = {k: r[k] for k in KEPT if k in r}
+            if r.get("methods"):
+                c["methods"] = {m: kept_scores(v) for m, v in r["methods"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            sys.exit(f"inject_table: --keep: {f} is not a bench inject injection record ({e})")
+        lines.append(json.dumps(c, sort_keys=True))
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"kept {len(lines)} injection records in {out}", file=sys.stderr)
+
+
 def share(k: int, n: int) -> str:
     from agentgrad.benchmarks.stats import wilson
 
@@ -68,12 +97,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("records", type=Path, help="a kept records file of bench inject (.jsonl)")
     ap.add_argument("--join", type=Path, action="append", default=[],
                     help="records of another run on the same injections: its other methods are added (repeatable)")
+    ap.add_argument("--keep", type=Path, metavar="RUN",
+                    help="write the compact records of the bench inject run folder RUN to RECORDS, then print them")
     ap.add_argument("--pair", action="append", default=[], metavar="A,B",
                     help="method A against method B, paired on the same faults (repeatable)")
     a = ap.parse_args(argv)
     pairs = [tuple(x.split(",")) for x in a.pair]
     if any(len(p) != 2 or not all(p) for p in pairs):
         sys.exit("inject_table: --pair takes two method names joined by a comma: --pair A,B")
+    if a.keep:
+        keep(a.keep, a.records)
     recs = read(a.records)
     for other in a.join:
         join(recs, other)

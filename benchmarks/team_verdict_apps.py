@@ -24,6 +24,11 @@ The apps call SmolLM2 on a llama.cpp server started here (llama-cpp-python's, th
 thread, function calling). Exits 1 if a check of the tests fails: the planted value in every tool
 result, every trace blamed, and for both methods the planted agent named with the largest share, its
 interval's lower bound above every other agent's upper bound.
+
+``--control`` runs the same apps with nothing planted (the tool reads each input's own row) into
+``OUT/<app>-control/``, blamed the same way: what the team verdict says where nothing was planted (how
+many answers failed, and whether it names one agent with its interval above every other's: a false
+alarm), printed, not checked; the runs are checked to hold each input's own value.
 """
 
 from __future__ import annotations
@@ -44,12 +49,13 @@ RUNNERS = {"langgraph": "langgraph_set", "agents-sdk": "agents_set", "smolagents
            "autogen": "autogen_set"}
 
 
-def run_app(app: str, url: str, d: Path) -> list[dict[str, Any]]:
-    """The app live on its 20 planted inputs: ``d/spans.jsonl`` and ``d/expected.jsonl``; what it did."""
+def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, Any]]:
+    """The app live on its 20 inputs, its defect planted (or, ``plant`` False, nothing planted: the
+    control set): ``d/spans.jsonl`` and ``d/expected.jsonl``; what it did."""
     from agentgrad.testing import framework_apps as apps
 
     rows = getattr(apps, APPS[app][0])
-    cases = apps.planted(rows, True)
+    cases = apps.planted(rows, plant)
     run = getattr(apps, RUNNERS[app])
     tmp = d / "spans.jsonl.part"
     tmp.unlink(missing_ok=True)
@@ -152,14 +158,14 @@ def record(res: Any) -> dict[str, Any]:
     return d
 
 
-def check_runs(app: str, runs: list[dict[str, Any]]) -> list[str]:
+def check_runs(app: str, runs: list[dict[str, Any]], plant: bool = True) -> list[str]:
     """The defect is real: every tool result for the input's own key holds the next row's value, never its
-    own. A run whose agent asked its tool for another key (SmolLM2 writing another city's name: the tool
+    own (in the control set, ``plant`` False: its own value). A run whose agent asked its tool for another key (SmolLM2 writing another city's name: the tool
     answers ``unknown``) is the agent's own slip, printed and not a failed check; every run must have called
     the tool, and at least 15 of the 20 for their own key."""
     from agentgrad.testing import framework_apps as apps
 
-    cases = apps.planted(getattr(apps, APPS[app][0]), True)
+    cases = apps.planted(getattr(apps, APPS[app][0]), plant)
     bad, slips = [], []
     for (key, wrong), did in zip(cases, runs):
         own = [t for _, t in did["tools"] if key in t]
@@ -190,6 +196,25 @@ def check_blame(app: str, d: dict[str, Any], method: str) -> list[str]:
     if top["agent"] != agent or not all(top["low"] > h for h in highs.values()):
         bad.append(f"{app}, {method}: {agent} not named above every other agent: {shares}")
     return bad
+
+
+def separated(d: dict[str, Any], method: str) -> str | None:
+    """The agent the team verdict names with its interval above every other agent's, or None."""
+    shares = d["team"]["methods"].get(method, {}).get("shares") or []
+    if not shares:
+        return None
+    top = shares[0]
+    return top["agent"] if all(top["low"] > s["high"] for s in shares[1:]) else None
+
+
+def control_line(d: dict[str, Any], method: str) -> str:
+    """What the team verdict says of a control set (nothing planted): how many answers failed, and
+    whether it names one agent apart from the others (a false alarm where nothing was planted)."""
+    c = d["team"]["counts"]
+    sep = separated(d, method)
+    return (f"{method}: {c['blamed']} failed and blamed, {c['succeeded']} succeeded; "
+            + (f"names {sep} with its interval above every other agent's" if sep
+               else "no agent apart (intervals overlap)" if c["blamed"] else "nothing to blame"))
 
 
 def shares_line(d: dict[str, Any], method: str) -> str:
@@ -228,7 +253,7 @@ def differ_line(a: dict[str, Any], b: dict[str, Any], method: str) -> str:
 def table(out: Path) -> str:
     """Every recorded method's shares, one line each, and the reach of each recorded file (``--table``)."""
     lines = []
-    for app in APPS:
+    for app in [x for n in APPS for x in (n, f"{n}-control")]:
         for source in ("spans.jsonl", "messages.jsonl"):
             if (out / app / source).exists():
                 lines.append(f"{app}, {source}: {reach_line(out / app / source)}")
@@ -236,6 +261,8 @@ def table(out: Path) -> str:
             if (out / app / name).exists():
                 d = json.loads((out / app / name).read_text(encoding="utf-8"))
                 lines += [f"{app}, {name}: {shares_line(d, m)}" for m in d["methods"]]
+                if app.endswith("-control"):
+                    lines += [f"{app}, {name}: {control_line(d, m)}" for m in d["methods"]]
         for name in ("blame-provenance.json", "blame-default.json"):
             other = out / app / name.replace("blame-", "blame-messages-")
             if (out / app / name).exists() and other.exists():
@@ -250,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--apps", default=",".join(APPS), help=f"comma-separated, of {', '.join(APPS)}")
     p.add_argument("--resume", action="store_true", help="keep the files already written; make the rest")
     p.add_argument("--table", action="store_true", help="print the recorded shares of --out and stop")
+    p.add_argument("--control", action="store_true",
+                   help="the control set: the apps with nothing planted, in OUT/<app>-control/ (reported, not checked)")
     a = p.parse_args(argv)
     if a.table:
         printed = table(a.out)
@@ -262,14 +291,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"error: --apps takes a comma-separated list of {', '.join(APPS)}, not {a.apps!r}")
     if a.out.exists() and not a.out.is_dir():
         sys.exit(f"error: --out {a.out} is a file; give a folder (new, or this script's own with --resume)")
+    folder = {n: f"{n}-control" if a.control else n for n in names}
     for n in names:
-        if (a.out / n).exists() and any((a.out / n).iterdir()) and not a.resume:
-            sys.exit(f"error: {a.out / n} is not empty; pass --resume to keep its files, or another --out")
+        if (a.out / folder[n]).exists() and any((a.out / folder[n]).iterdir()) and not a.resume:
+            sys.exit(f"error: {a.out / folder[n]} is not empty; pass --resume to keep its files, or another --out")
     import agentgrad as ag
     from agentgrad.blame.methods import DEFAULT_METHOD
 
     bad: list[str] = []
-    todo = [n for n in names if not (a.out / n / "spans.jsonl").exists()]
+    todo = [n for n in names if not (a.out / folder[n] / "spans.jsonl").exists()]
     if todo:
         from agentgrad.testing.llama_server import LlamaServer
 
@@ -280,15 +310,15 @@ def main(argv: list[str] | None = None) -> None:
         with srv:
             url = srv.base_url
             for n in todo:
-                (a.out / n).mkdir(parents=True, exist_ok=True)
+                (a.out / folder[n]).mkdir(parents=True, exist_ok=True)
                 t0 = time.time()
-                print(f"{n}: 20 live runs", flush=True)
-                runs = run_app(n, url, a.out / n)
-                print(f"{n}: 20 runs in {time.time() - t0:.0f} s", flush=True)
-                bad += check_runs(n, runs)
+                print(f"{folder[n]}: 20 live runs", flush=True)
+                runs = run_app(n, url, a.out / folder[n], plant=not a.control)
+                print(f"{folder[n]}: 20 runs in {time.time() - t0:.0f} s", flush=True)
+                bad += check_runs(n, runs, plant=not a.control)
     scorer = None
     for n in names:
-        d = a.out / n
+        d = a.out / folder[n]
         for name, (source, methods) in BLAME_FILES.items():
             if not (d / source).exists():
                 continue
@@ -304,12 +334,15 @@ def main(argv: list[str] | None = None) -> None:
                 t0 = time.time()
                 res = ag.blame_set(d / source, expected=d / "expected.jsonl", methods=methods,
                                    scorer=scorer if methods is None else None)
-                print(f"{n}: {name} in {time.time() - t0:.0f} s", flush=True)
+                print(f"{folder[n]}: {name} in {time.time() - t0:.0f} s", flush=True)
                 data = record(res)
                 (d / name).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             for m in (["provenance"] if methods else [DEFAULT_METHOD, "provenance"]):
-                print(f"{n}, {name}: {shares_line(data, m)}", flush=True)
-                bad += check_blame(n, data, m)
+                print(f"{folder[n]}, {name}: {shares_line(data, m)}", flush=True)
+                if a.control:
+                    print(f"{folder[n]}, {name}: {control_line(data, m)}", flush=True)
+                else:
+                    bad += check_blame(n, data, m)
     for b in bad:
         print(f"FAILED: {b}", flush=True)
     sys.exit(1 if bad else 0)

@@ -302,3 +302,28 @@ def test_on_smollm2_a_wrong_value_injected_at_the_reader_that_propagates_is_blam
     reader = m["groups"].get("position=reader")
     assert reader is not None and reader[method]["n"] >= 1  # some injection at the reader propagated
     assert reader[method]["agent_top1"]["value"] == 1.0 and reader["last"]["agent_top1"]["value"] == 0.0
+
+
+def test_the_kept_records_name_each_methods_top_agents_and_the_tables_read_them(tmp_path):
+    """``inject_table.py --keep RUN`` writes the compact records of a run folder with each method's top
+    agents (what the confidence table compares directly), and prints its tables from them."""
+    from conftest import ROOT, run_script
+
+    run_inject(copying_pipeline(), None, ["last", "agent:reader"], ["pipeline"], ["wrong_value"], 2, tmp_path / "run")
+    kept = tmp_path / "kept.jsonl"
+    done = run_script(ROOT / "benchmarks" / "inject_table.py", kept, "--keep", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    recs = [json.loads(line) for line in kept.read_text().splitlines()]
+    full = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "run" / "episodes").glob("*.json")}
+    assert sorted(r["episode"] for r in recs) == sorted(full) and "clean_output" not in recs[0]
+    scored = [r for r in recs if r.get("methods")]
+    assert scored and all(r["methods"]["last"]["top"] == ["answerer"] and r["methods"]["agent:reader"]["top"] == ["reader"]
+                          for r in scored)
+    assert all(r["methods"][m]["agent_top1"] == full[r["episode"]]["methods"][m]["agent_top1"] for r in scored for m in r["methods"])
+    assert "| `last` |" in done.stdout
+    spec = importlib.util.spec_from_file_location("confidence_table", ROOT / "benchmarks" / "confidence_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    eps = mod.episodes("inject", [kept])  # read directly: the reader and the last agent never agree
+    s = mod.split(eps, "agent:reader", ["last"])
+    assert s["unresolved"] == 0 and s["agree"]["n"] == 0 and s["disagree"]["n"] == len(eps) == len(scored)

@@ -796,13 +796,20 @@ def test_blame_table_prints_each_family_with_its_token_hit_under_l1_and_abs_gxi(
     assert "by signed gradient x input: 0.25 [" in con[2] and "against targeted +0.25 [" in con[2] and "(1 won, 0 lost" in con[2]
     # --keep writes the episode records compact; the tables read back from them are the same
     (tmp_path / "episodes").mkdir()
+    tied = [{"agent": "a", "node": 1, "score": 2.0}, {"agent": "b", "node": 2, "score": 2.0}, {"agent": "a", "node": 3, "score": 2.0},
+            {"agent": "c", "node": 4, "score": 1.0}]  # the first episode's rankings: a and b tied at the top
     for i, r in enumerate(recs):
-        (tmp_path / "episodes" / f"e{i}.json").write_text(json.dumps({**r, "episode": f"e{i}", "loss": {"x": 1}}))
+        methods = {m: {**v, "ranking": tied} for m, v in r["methods"].items()} if i == 0 else r["methods"]
+        (tmp_path / "episodes" / f"e{i}.json").write_text(json.dumps({**r, "methods": methods, "episode": f"e{i}",
+                                                                      "loss": {"x": 1}}))
     kept = tmp_path / "kept.jsonl"
     again = run_script(str(script), str(path), "--compact", "--keep", str(kept))
     assert again.returncode == 0 and again.stdout == out.stdout and "kept 4 episode records" in again.stderr
     lines = [json.loads(x) for x in kept.read_text().splitlines()]
     assert [x["episode"] for x in lines] == ["e0", "e1", "e2", "e3"] and "loss" not in lines[0]
+    # the agents a method names (tied at its top score) are kept from its ranking; none where it has none
+    assert all(v["top"] == ["a", "b"] and "ranking" not in v for v in lines[0]["methods"].values())
+    assert all("top" not in v for v in lines[1]["methods"].values())
     back = run_script(str(script), str(kept), "--compact")
     assert back.returncode == 0 and back.stdout == out.stdout, back.stderr
     tp = run_script(str(script), str(kept), "--token-pair", "targeted:l1_word,targeted:longest_word",

@@ -3,7 +3,8 @@
 Per method: ``agent_top1`` (the top-ranked agent is the one at fault; when several are tied at the
 top, the credit is 1/ties if the truth is among them: the expected accuracy of picking one),
 ``node_top1`` (the same for the node, the step), ``agent_top3`` (the truth among the agents of the
-top three ranks), and the cost: seconds, backward (gradient) and forward (occlusion, temporal)
+top three ranks), ``top`` (the agents tied at the top score: what the method names, so that two
+methods' agreement is read directly), and the cost: seconds, backward (gradient) and forward (occlusion, temporal)
 passes, judge requests and generations, as the method would cost alone (passes shared with other
 methods are counted for each).
 """
@@ -73,6 +74,7 @@ def score_methods(ctx: BlameContext, fns: dict[str, Callable[[BlameContext], lis
             "agent_top1": top1_credit(ranking, agent, lambda b: b.agent),
             "node_top1": top1_credit(ranking, node, lambda b: b.node),
             "agent_top3": top3(ranking, agent),
+            "top": top_tied(ranking, lambda b: b.agent),  # the agents it names (tied at the top score)
             "ranking": [b.to_dict() for b in ranking[:5]],
             "backward": cost.backward - b0, "forward": cost.forward - f0,
             "judge_requests": ctx.judge_requests - j0, "generations": cost.generations - g0,
