@@ -10,12 +10,18 @@ team verdict with its 2,000-resample bootstrap, ``blame.json``), then the report
 
     python benchmarks/blame_set_cost.py --traces 1000
     python benchmarks/blame_set_cost.py --traces 20 --methods gbc:max_l1:targeted:blend,provenance --scorer smollm2
+
+``--json FILE`` writes what it printed (every run's seconds, the counts, the machine's cores and load
+average before the run), the record docs/blame-set.md's cost table is printed from with ``--table FILE``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,7 +34,14 @@ def main() -> None:
     ap.add_argument("--scorer", default=None, help="a scorer for the gradient methods (smollm2, a folder)")
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--json", type=Path, help="write the figures printed to this file")
+    ap.add_argument("--table", type=Path, nargs="+", help="print the cost table's rows from these --json files and stop")
     args = ap.parse_args()
+    if args.table:
+        for path in args.table:
+            print(row(read(path)))
+        return
+    load = os.getloadavg()[0]
     from agentgrad.runs.blame_set import blame_set
     from agentgrad.report.html import write_report
     from agentgrad.testing.chatset import write_set
@@ -39,7 +52,8 @@ def main() -> None:
 
         t0 = time.perf_counter()
         sc = load_scorer(args.scorer)
-        print(f"scorer {args.scorer} loaded in {time.perf_counter() - t0:.1f} s (not counted below)")
+        loaded = time.perf_counter() - t0
+        print(f"scorer {args.scorer} loaded in {loaded:.1f} s (not counted below)")
     methods = [m for m in args.methods.split(",") if m]
     blames, reports = [], []
     with tempfile.TemporaryDirectory() as d:
@@ -61,6 +75,30 @@ def main() -> None:
           f"report {rp:.2f} s ({rep.bytes / 1e6:.1f} MB); median of {args.repeat}: "
           f"{', '.join(f'{t:.2f}' for t in blames)}")
     print("largest share per method: " + "; ".join(f"{m}: {v}" for m, v in top.items()))
+    if args.json:
+        rec = {"traces": args.traces, "methods": methods, "scorer": args.scorer, "counts": c, "blame_seconds": blames,
+               "report_seconds": reports, "scorer_load_seconds": round(loaded, 3) if sc is not None else None,
+               "cores": os.cpu_count(), "load_average_before": round(load, 2)}
+        args.json.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
+        print(row(rec))
+
+
+def read(path: Path) -> dict:
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+        if not {"traces", "methods", "counts", "blame_seconds", "report_seconds"} <= set(rec):
+            raise ValueError
+    except (OSError, UnicodeDecodeError, ValueError):
+        sys.exit(f"blame_set_cost: {path} is not a record this script wrote with --json")
+    return rec
+
+
+def row(rec: dict) -> str:
+    """One row of docs/blame-set.md's cost table from a record."""
+    b, n, k = statistics.median(rec["blame_seconds"]), rec["traces"], rec["counts"]["blamed"]
+    return (f"| {', '.join(rec['methods'])}{' (scorer ' + rec['scorer'] + ')' if rec.get('scorer') else ''} "
+            f"| {n:,} ({k} blamed) | {b:.2f} s for the set ({1000 * b / n:.1f} ms a trace, "
+            f"{1000 * b / max(k, 1):.1f} ms a blamed trace), the report {statistics.median(rec['report_seconds']):.2f} s |")
 
 
 if __name__ == "__main__":
