@@ -70,15 +70,20 @@ KEPT = ("episode", "topology", "fault", "long", "truth", "candidates", "token")
 SCORES = ("agent_top1", "node_top1", "agent_top3")
 
 
-def kept_scores(v: dict) -> dict:
+def kept_scores(v: object) -> dict | None:
     """One method's scores as kept, with the agents it names at the top (``top``) where the record
-    holds them or its ranking (records written before ``top`` was)."""
+    holds them or its ranking (records written before ``top`` was); None for an entry that is not a
+    method's scores."""
+    if not isinstance(v, dict) or not set(SCORES) <= set(v):
+        return None
     out = {k: v[k] for k in SCORES}
+    ranking = v.get("ranking")
     if "top" in v:
         out["top"] = v["top"]
-    elif v.get("ranking") is not None:
-        ranking = [Blame(**b) for b in v["ranking"]]
-        out["top"] = top_tied(ranking, lambda b: b.agent)
+    elif isinstance(ranking, list):
+        if not all(isinstance(b, dict) and {"agent", "node", "score"} <= set(b) for b in ranking):
+            return None
+        out["top"] = top_tied([Blame(b["agent"], b["node"], b["score"]) for b in ranking], lambda b: b.agent)
     return out
 
 
@@ -91,10 +96,13 @@ def keep(episodes: Path, out: Path) -> None:
     for f in files:
         try:
             r = json.loads(f.read_text())
-            r = {**{k: r[k] for k in KEPT if k in r}, "methods": {m: kept_scores(v) for m, v in r["methods"].items()}}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            methods = dict(r["methods"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
             sys.exit(f"blame_table: --keep: {f} is not a bench blame episode record ({e})")
-        lines.append(json.dumps(r, sort_keys=True))
+        kept = {m: kept_scores(v) for m, v in methods.items()}
+        if None in kept.values():
+            sys.exit(f"blame_table: --keep: {f} is not a bench blame episode record (a method without {', '.join(SCORES)})")
+        lines.append(json.dumps({**{k: r[k] for k in KEPT if k in r}, "methods": kept}, sort_keys=True))
     try:
         out.write_text("\n".join(lines) + "\n")
     except OSError as e:

@@ -70,10 +70,13 @@ def keep(run: Path, out: Path) -> None:
         try:
             r = json.loads(f.read_text(encoding="utf-8"))
             c = {k: r[k] for k in KEPT if k in r}
-            if r.get("methods"):
-                c["methods"] = {m: kept_scores(v) for m, v in r["methods"].items()}
+            methods = dict(r.get("methods") or {})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             sys.exit(f"inject_table: --keep: {f} is not a bench inject injection record ({e})")
+        if methods:
+            c["methods"] = {m: kept_scores(v) for m, v in methods.items()}
+            if None in c["methods"].values():
+                sys.exit(f"inject_table: --keep: {f} is not a bench inject injection record (a method without its scores)")
         lines.append(json.dumps(c, sort_keys=True))
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"kept {len(lines)} injection records in {out}", file=sys.stderr)
