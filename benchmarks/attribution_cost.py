@@ -226,6 +226,26 @@ def child(args) -> None:
     print("RESULT " + json.dumps(res), flush=True)
 
 
+def table(path: str) -> None:
+    """Per case of a ``--json`` file, per prompt length: its seconds and its ratios to (c) and to (b)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"attribution_cost: {path} is not a file this script wrote with --json ({e.__class__.__name__})")
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, dict):
+        sys.exit(f"attribution_cost: {path} is not a file this script wrote with --json (no results)")
+    for prompt, cases in results.items():
+        for case, r in cases.items():
+            if r.get("oom") or "seconds" not in r:
+                print(f"prompt {prompt} {LABELS.get(case, case)}: out of memory")
+                continue
+            rel = [f"{r['seconds'] / cases[k]['seconds']:.{d}f}" if k in cases and "seconds" in cases[k] else "-"
+                   for k, d in (("c", 1), ("b", 2))]
+            print(f"prompt {prompt} {LABELS.get(case, case)}: {r['seconds']:.2f} s, / (c) {rel[0]}, / (b) {rel[1]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cpu")
@@ -238,10 +258,13 @@ def main() -> None:
                     help="which cases (comma-separated, of a,b,c,d and r,s,x: the reference gbc.py, Captum's "
                          "Saliency and InputXGradient)")
     ap.add_argument("--time-only", action="store_true", help="no memory measurement (one process per case less)")
+    ap.add_argument("--table", help="print each case's time and its ratios to (c) and (b) from a --json file, and stop")
     ap.add_argument("--case", help=argparse.SUPPRESS)
     ap.add_argument("--prompt", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--what", default="time", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.table:
+        return table(args.table)
     if args.case:
         return child(args)
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
