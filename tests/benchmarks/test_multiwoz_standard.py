@@ -185,7 +185,7 @@ def test_the_doc_page_commands_run(tmp_path, capsys):
     root = ROOT
     doc = (root / "docs" / "multiwoz.md").read_text()
     script = root / "benchmarks" / "multiwoz_published.py"
-    assert "python benchmarks/multiwoz_published.py /tmp/mwz_eval/predictions" in doc
+    assert "python benchmarks/multiwoz_published.py PREDICTIONS_FOLDER" in doc
     out = run_script(str(script), "--help")
     assert out.returncode == 0 and "predictions" in out.stdout
     out = run_script(str(script), str(tmp_path))
