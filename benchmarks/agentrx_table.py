@@ -10,6 +10,11 @@ earlier one's methods it names), so a scorer's run can be added beside the model
 
 prints a measured approximation (bf16, a window) against the exact records of the same runs: paired
 differences on half B and the ratio of CPU seconds (docs/agentrx.md).
+
+    python benchmarks/agentrx_table.py RECORDS.jsonl ... --loss-pair located,last
+
+prints, per method recorded under both loss settings, its accuracy under each per half and on half B
+the paired difference (the first setting minus the second) at step and agent level.
 """
 
 from __future__ import annotations
@@ -73,13 +78,48 @@ def compare(base: list[dict], other: list[dict], label: str) -> str:
     return "\n".join(out)
 
 
+def loss_pair(recs: list[dict], first: str, second: str) -> str:
+    """Each method recorded under both loss settings on the same runs: per half its accuracy under
+    each, and on half B the paired difference (first - second) at step and agent level."""
+    from agentgrad.benchmarks.stats import paired
+
+    by = {(r["subset"], r["run"]): r for r in recs if r["loss"] == second}
+    pairs = [(r, by[k]) for r in recs if r["loss"] == first and (k := (r["subset"], r["run"])) in by]
+    if not pairs:
+        sys.exit(f"agentrx_table: --loss-pair: no run is recorded under both {first} and {second}")
+    out = []
+    for m in sorted({m for a, b in pairs for m in a["methods"] if m in b["methods"]}):
+        for h in ("A", "B"):
+            hr = [(a["methods"][m], b["methods"][m]) for a, b in pairs if a["half"] == h and m in a["methods"] and m in b["methods"]]
+            if not hr:
+                continue
+            line = (f"{m}, {first} against {second}, half {h}: {len(hr)} runs; step {sum(x['step'] for x, _ in hr) / len(hr):.2f} "
+                    f"vs {sum(y['step'] for _, y in hr) / len(hr):.2f}, agent {sum(x['agent'] for x, _ in hr) / len(hr):.2f} vs "
+                    f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}")
+            if h == "B":
+                d = {lvl: paired([x[lvl] for x, _ in hr], [y[lvl] for _, y in hr]) for lvl in ("step", "agent")}
+                line += "; " + ", ".join(
+                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']} won, {p['losses']} lost, p {p['p']:.2f})"
+                    for lvl, p in d.items())
+            out.append(line)
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("records", nargs="+", type=Path, help="records.jsonl of bench agentrx")
     ap.add_argument("--compare", type=Path, action="append", default=[], metavar="FILE",
                     help="records of the same runs under another setting (bf16, a window): each against the "
                          "first records file, paired on the same runs (repeatable)")
+    ap.add_argument("--loss-pair", metavar="FIRST,SECOND",
+                    help="each method under two loss settings (located, last) on the same runs, paired on half B")
     a = ap.parse_args(argv)
+    if a.loss_pair:
+        first, _, second = a.loss_pair.partition(",")
+        if not first or not second:
+            sys.exit("agentrx_table: --loss-pair takes two loss settings joined by a comma: --loss-pair located,last")
+        print(loss_pair(read(a.records), first, second))
+        return 0
     if a.compare:
         base = read(a.records)
         for f in a.compare:
