@@ -48,12 +48,19 @@ def read(paths: list[Path]) -> list[dict]:
     return list(recs.values())
 
 
+def paired_levels(pairs: list[tuple[dict, dict]]) -> str:
+    """The paired difference (first - second of each pair of method records) at step and agent level."""
+    from agentgrad.benchmarks.stats import paired
+
+    d = {lvl: paired([x[lvl] for x, _ in pairs], [y[lvl] for _, y in pairs]) for lvl in ("step", "agent")}
+    return ", ".join(f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']} won, "
+                     f"{p['losses']} lost, p {p['p']:.2f})" for lvl, p in d.items())
+
+
 def compare(base: list[dict], other: list[dict], label: str) -> str:
     """Each method both files ran, ``other`` against ``base`` on the same runs and loss: per half its
     accuracy under both, and on half B the paired difference (other - base) at step and agent level, and
     the ratio of CPU seconds (a measured approximation against the exact path)."""
-    from agentgrad.benchmarks.stats import paired
-
     by = {(r["subset"], r["run"], r["loss"]): r for r in base}
     pairs = [(by[k], r) for r in other if (k := (r["subset"], r["run"], r["loss"])) in by]
     if not pairs:
@@ -70,10 +77,7 @@ def compare(base: list[dict], other: list[dict], label: str) -> str:
                     f"{sum(y['step'] for _, y in hr) / len(hr):.2f}, agent {sum(x['agent'] for x, _ in hr) / len(hr):.2f} -> "
                     f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}; CPU s {cpu_b:.0f} -> {cpu_o:.0f} (ratio {cpu_o / cpu_b:.2f})")
             if h == "B":
-                d = {lvl: paired([y[lvl] for _, y in hr], [x[lvl] for x, _ in hr]) for lvl in ("step", "agent")}
-                line += "; " + ", ".join(
-                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']} won, {p['losses']} lost, p {p['p']:.2f})"
-                    for lvl, p in d.items())
+                line += "; " + paired_levels([(y, x) for x, y in hr])
             out.append(line)
     return "\n".join(out)
 
@@ -81,8 +85,6 @@ def compare(base: list[dict], other: list[dict], label: str) -> str:
 def loss_pair(recs: list[dict], first: str, second: str) -> str:
     """Each method recorded under both loss settings on the same runs: per half its accuracy under
     each, and on half B the paired difference (first - second) at step and agent level."""
-    from agentgrad.benchmarks.stats import paired
-
     by = {(r["subset"], r["run"]): r for r in recs if r["loss"] == second}
     pairs = [(r, by[k]) for r in recs if r["loss"] == first and (k := (r["subset"], r["run"])) in by]
     if not pairs:
@@ -97,10 +99,7 @@ def loss_pair(recs: list[dict], first: str, second: str) -> str:
                     f"vs {sum(y['step'] for _, y in hr) / len(hr):.2f}, agent {sum(x['agent'] for x, _ in hr) / len(hr):.2f} vs "
                     f"{sum(y['agent'] for _, y in hr) / len(hr):.2f}")
             if h == "B":
-                d = {lvl: paired([x[lvl] for x, _ in hr], [y[lvl] for _, y in hr]) for lvl in ("step", "agent")}
-                line += "; " + ", ".join(
-                    f"{lvl} {p['diff']:+.2f} [{p['ci95'][0]:+.2f}, {p['ci95'][1]:+.2f}] ({p['wins']} won, {p['losses']} lost, p {p['p']:.2f})"
-                    for lvl, p in d.items())
+                line += "; " + paired_levels(hr)
             out.append(line)
     return "\n".join(out)
 

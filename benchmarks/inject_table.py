@@ -62,6 +62,8 @@ def keep(run: Path, out: Path) -> None:
     """The run's injection records, compact, one JSON line each (sorted by episode id)."""
     from blame_table import kept_scores
 
+    if out.exists():
+        sys.exit(f"inject_table: --keep: {out} exists; name a new file for the kept records")
     files = sorted((run / "episodes").glob("*.json"))
     if not files:
         sys.exit(f"inject_table: --keep: no injection records in {run / 'episodes'}")

@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     g.add_argument("--table", type=Path, help="print the counts per mode of a file --out wrote")
     a = ap.parse_args(argv)
     if a.out:
+        if a.out.exists():
+            sys.exit(f"optimizer_replies: --out {a.out} exists; name a new file (--table {a.out} prints it)")
         replies(a.out)
     print(table(a.out or a.table))
 
