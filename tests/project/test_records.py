@@ -180,6 +180,34 @@ def test_the_number_matching_is_strict_enough():
     assert not in_order(["0.49", "0.28"], "0.38 [0.28, 0.49]") and in_order(["169", "237"], "- 169 of 237: 0.71")
 
 
+# the README's numbers that are no measured figure, each with the words around it (the paper's year, the
+# machine, a design size, an issue's number): every other number of the README is in a quote of the index
+README_NOT_FIGURES = ("GBC (Gradient-Based Connections, 2026)", "On SmolLM2 on 2 CPU cores", "within 4,096 tokens",
+                      "issue 83 asks")
+
+
+def untraced_numbers(page: str, allowed: tuple[str, ...]) -> list[str]:
+    """The numbers ``page`` states outside code (fenced blocks, code spans, link targets) that no quote
+    of the index on that page holds and no phrase of ``allowed`` names."""
+    text = re.sub(r"```.*?```", " ", (ROOT / page).read_text(encoding="utf-8"), flags=re.S)
+    text = flat(re.sub(r"\]\([^)]*\)", "]", text))
+    for q in sorted((flat(f["quote"]) for g in GROUPS if g["page"] == page for f in g["figures"]), key=len,
+                    reverse=True):
+        text = text.replace(q, " ")
+    for phrase in allowed:
+        assert phrase in text, f"{page} no longer says {phrase!r}: take it out of the allowed phrases"
+        text = text.replace(phrase, " ")
+    return [f"{n} in ...{text[max(0, i - 60):i + 20]}..." for n, i in
+            ((m.group(0), m.start()) for m in NUM.finditer(re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), text)))]
+
+
+def test_every_number_the_readme_states_is_a_traced_figure():
+    """The README's first screen quotes nothing that is not recomputed from a committed record."""
+    assert len(numbers((ROOT / "README.md").read_text(encoding="utf-8"))) > 30  # it does state figures
+    left = untraced_numbers("README.md", README_NOT_FIGURES)
+    assert not left, "numbers of the README that no index quote holds:\n" + "\n".join(left)
+
+
 # --- the figures, recomputed (one test per group; the groups whose tables take long are slow)
 
 def _check(g: dict) -> list[str]:
