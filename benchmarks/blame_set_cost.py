@@ -4,7 +4,8 @@ The set is ``agentgrad.testing.chatset``'s: N chat traces in one JSONL file, thr
 (a planted fault in the researcher, its tool or the planner), with their expected answers. Timed:
 :func:`agentgrad.runs.blame_set.blame_set` into a fresh run directory (import, losses from the
 expected answers, every method per trace, ``verdicts.jsonl`` line by line, the blamed traces, the
-team verdict with its 2,000-resample bootstrap, ``blame.json``), then the report; the median of
+team verdict, ``blame.json``), then the report (the committed records timed the team verdict's
+2,000-resample bootstrap of then; its Wilson intervals cost less); the median of
 ``--repeat`` runs, per trace too. With ``--scorer smollm2`` (and the default method in
 ``--methods``) it is the per-trace cost of the gradient methods that docs/blame.md states.
 
@@ -32,7 +33,6 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=1000)
     ap.add_argument("--methods", default="provenance,last", help="comma-separated blame methods")
     ap.add_argument("--scorer", default=None, help="a scorer for the gradient methods (smollm2, a folder)")
-    ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, help="write the figures printed to this file")
     ap.add_argument("--table", type=Path, nargs="+", help="print the cost table's rows from these --json files and stop")
@@ -61,7 +61,7 @@ def main() -> None:
         for r in range(args.repeat):
             out = Path(d) / f"R{r}"
             t0 = time.perf_counter()
-            res = blame_set(src, expected=exp, methods=methods, scorer=sc, out=out, resamples=args.resamples)
+            res = blame_set(src, expected=exp, methods=methods, scorer=sc, out=out)
             blames.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             rep = write_report(out)

@@ -32,7 +32,7 @@ import json
 import sys
 from pathlib import Path
 
-from agentgrad.benchmarks.stats import wilson
+from agentgrad.core.stats import wilson
 from agentgrad.blame.confidence import PACKAGE_FILE, agrees, top_agents
 
 BLEND = "gbc:max_l1:targeted:blend"

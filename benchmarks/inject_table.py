@@ -85,7 +85,7 @@ def keep(run: Path, out: Path) -> None:
 
 
 def share(k: int, n: int) -> str:
-    from agentgrad.benchmarks.stats import wilson
+    from agentgrad.core.stats import wilson
 
     lo, hi = wilson(k, n)
     return f"{k} of {n}: {k / n:.2f} [{lo:.2f}, {hi:.2f}]" if n else "0 of 0"
@@ -96,7 +96,8 @@ def _p(p: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from agentgrad.benchmarks.stats import paired, wilson
+    from agentgrad.benchmarks.stats import paired
+    from agentgrad.core.stats import wilson
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("records", type=Path, help="a kept records file of bench inject (.jsonl)")

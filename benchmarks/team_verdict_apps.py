@@ -198,13 +198,21 @@ def check_blame(app: str, d: dict[str, Any], method: str) -> list[str]:
     return bad
 
 
+def method_team(d: dict[str, Any], method: str) -> Any:
+    """One method's shares with their intervals, recomputed from a blame file's per-trace verdicts
+    (:func:`agentgrad.blame.team.shares`), not read from the team verdict stored beside them."""
+    from agentgrad.blame.team import TraceVerdict, shares
+
+    verdicts = [TraceVerdict.from_dict({**t, "status": "blamed"}) for t in d["blamed"]]
+    return shares([t.methods[method] for t in verdicts if method in t.methods], method=method)
+
+
 def separated(d: dict[str, Any], method: str) -> str | None:
     """The agent the team verdict names with its interval above every other agent's, or None."""
-    shares = d["team"]["methods"].get(method, {}).get("shares") or []
-    if not shares:
+    got = method_team(d, method).shares
+    if not got:
         return None
-    top = shares[0]
-    return top["agent"] if all(top["low"] > s["high"] for s in shares[1:]) else None
+    return got[0].agent if all(got[0].low > s.high for s in got[1:]) else None
 
 
 def control_line(d: dict[str, Any], method: str) -> str:
@@ -218,9 +226,9 @@ def control_line(d: dict[str, Any], method: str) -> str:
 
 
 def shares_line(d: dict[str, Any], method: str) -> str:
-    mt = d["team"]["methods"][method]
-    return f"{method}: {mt['traces']} blamed; " + ", ".join(
-        f"{s['agent']} {s['share']:.2f} [{s['low']:.2f}, {s['high']:.2f}]" for s in mt["shares"])
+    mt = method_team(d, method)
+    return f"{method}: {mt.traces} blamed; " + ", ".join(
+        f"{s.agent} {s.share:.2f} [{s.low:.2f}, {s.high:.2f}]" for s in mt.shares)
 
 
 # each blame file: (the app's file it blames, the methods named: None for the default method and provenance)

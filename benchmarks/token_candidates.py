@@ -162,7 +162,7 @@ def score(paths: list[Path], explain: str = "", pairs: tuple[str, ...] = (), int
     mean = {k: sum(v) / len(v) for k, v in hits.items()}
     for k in sorted(hits, key=lambda k: (k.startswith("control"), -mean[k])):
         if interval:
-            from agentgrad.benchmarks.stats import wilson
+            from agentgrad.core.stats import wilson
 
             lo, hi = wilson(sum(hits[k]), len(hits[k]))
             print(f"| `{k}` | {mean[k]:.2f} [{lo:.2f}, {hi:.2f}] |")

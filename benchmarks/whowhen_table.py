@@ -39,7 +39,8 @@ import json
 import statistics
 from pathlib import Path
 
-from agentgrad.benchmarks.stats import paired, wilson
+from agentgrad.benchmarks.stats import paired
+from agentgrad.core.stats import wilson
 from agentgrad.benchmarks.whowhen.bench import priors_table, summarize_whowhen
 
 

@@ -8,7 +8,8 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 
 from agentgrad.benchmarks.planted import episodes as E
-from agentgrad.benchmarks.planted.bench import Cost, run_benchmark, summarize, top1_credit, wilson
+from agentgrad.benchmarks.planted.bench import Cost, run_benchmark, summarize, top1_credit
+from agentgrad.core.stats import wilson
 from agentgrad.blame.methods import Blame, BlameContext, get_blame_method, select_methods
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError, RegistryError

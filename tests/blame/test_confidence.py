@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgrad.benchmarks.stats import wilson
+from agentgrad.core.stats import wilson
 from agentgrad.blame.confidence import (PACKAGE_FILE, agrees, confidence, confidence_line, figure, measured,
                                         short_line, top_agents)
 from agentgrad.blame.context import Blame

@@ -1,15 +1,13 @@
-"""The team-level verdict (agentgrad.blame.team) on hand-worked sets: shares, intervals, trajectories, order."""
+"""The team-level verdict (agentgrad.blame.team) on hand-worked sets: shares, Wilson intervals, trajectories, order."""
 
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 
-from agentgrad.core.stats import percentile_interval
-from agentgrad.blame.team import (NOBODY, TraceVerdict, bootstrap_draws, common_trajectories,
-                                  shares, team_verdict)
+from agentgrad.blame.team import NOBODY, TraceVerdict, common_trajectories, shares, team_verdict
+from agentgrad.core.stats import percentile_interval, wilson
 from agentgrad.blame.verdict import Verdict
 
 
@@ -33,7 +31,7 @@ def _set():
 
 
 def test_shares_counts_and_order_by_hand():
-    team = team_verdict(_set(), ["gbc", "provenance"], "provenance", resamples=500)
+    team = team_verdict(_set(), ["gbc", "provenance"], "provenance")
     assert team.counts == {"blamed": 5, "succeeded": 1, "malformed": 1, "unblamed": 0}
     g = team.methods["gbc"]
     assert g.traces == 5 and [(s.agent, s.failures, s.share) for s in g.shares] == [("planner", 3, 0.6), ("researcher", 2, 0.4)]
@@ -57,9 +55,9 @@ def test_round_trip_and_unknown_status():
 
 def test_a_method_that_names_nothing_is_its_own_row_and_no_prompt_to_repair():
     vs = [_mv(None, []), _mv("a"), _mv("a")]
-    team = shares(vs, resamples=200)
+    team = shares(vs)
     assert [(s.agent, s.failures) for s in team.shares] == [("a", 2), (NOBODY, 1)]
-    tv = team_verdict([TraceVerdict(str(i), "blamed", {"m": v}) for i, v in enumerate(vs)], resamples=200)
+    tv = team_verdict([TraceVerdict(str(i), "blamed", {"m": v}) for i, v in enumerate(vs)])
     assert tv.repair == ["a"]
 
 
@@ -69,57 +67,40 @@ def test_trajectory_ties_keep_first_seen_and_each_trace_counts_once():
     assert [(t.agents, t.traces) for t in common_trajectories(vs)] == [(["x", "y"], 2), (["z"], 2)]
 
 
-def test_interval_is_seeded_contains_the_share_and_narrows_with_n():
-    def team(n, seed=0):
-        k = round(0.3 * n)
-        return shares([_mv("a") for _ in range(k)] + [_mv("b") for _ in range(n - k)], seed=seed).share("a")
+def test_the_interval_is_wilsons_by_hand_and_wide_on_few_traces():
+    """3 of 5 traces: p = 0.6, z = 1.96: centre (0.6 + z^2/10) / (1 + z^2/5) = 0.5566, half-width
+    z sqrt(0.6 * 0.4 / 5 + z^2/100) / (1 + z^2/5) = 0.3258: [0.2307, 0.8824] (the textbook figure).
+    2 of 2 is [0.3424, 1]: a bootstrap over 2 traces that agree would say [1, 1]."""
+    def share(k, n):
+        return shares([_mv("a") for _ in range(k)] + [_mv("b") for _ in range(n - k)]).share("a")
 
-    a, b = team(20), team(20)
-    assert (a.low, a.high) == (b.low, b.high)  # seeded
-    small, big = team(20), team(400)
-    assert small.low <= small.share <= small.high and big.low <= big.share <= big.high
+    s = share(3, 5)
+    assert (s.share, round(s.low, 4), round(s.high, 4)) == (0.6, 0.2307, 0.8824)
+    two = shares([_mv("a"), _mv("a")]).share("a")
+    assert (round(two.low, 4), two.high) == (0.3424, 1.0)
+    small, big = share(6, 20), share(120, 400)
     assert big.high - big.low < (small.high - small.low) / 2  # ~ 1/sqrt(n): 20x the traces, ~4.5x narrower
-    assert 0.0 <= small.low < 0.3 < small.high <= 1.0
 
 
-def _binomial_quantile(n, p, q):
-    """The smallest k with P(X <= k) >= q for X ~ Binomial(n, p), and how far the CDF stands from q
-    on either side (the bootstrap's order statistic lands on k unless its count falls across)."""
-    cdf = 0.0
-    for k in range(n + 1):
-        prev = cdf
-        cdf += math.comb(n, k) * p ** k * (1 - p) ** (n - k)
-        if cdf >= q:
-            return k, q - prev, cdf - q
-    return n, 0.0, 0.0
+def test_each_bound_is_where_the_score_test_stops_rejecting():
+    """An independent property: the Wilson bounds L, H of k/n solve |k/n - q| = z sqrt(q (1 - q) / n)."""
+    z = 1.959963984540054
+    for k, n in ((1, 7), (5, 10), (9, 11), (2.5, 6)):  # a tie's half credit too
+        lo, hi = wilson(k, n, z)
+        for q in (lo, hi):
+            assert abs(k / n - q) == pytest.approx(z * math.sqrt(q * (1 - q) / n), abs=1e-12)
+    assert wilson(0, 0) == (0.0, 0.0) and wilson(0, 5)[0] == 0.0 and wilson(5, 5)[1] == 1.0
 
 
-def test_the_interval_is_the_binomials_percentiles():
-    """An independent computation: resampling n traces of which k blame agent a, the resampled count
-    is Binomial(n, k/n), so the percentile interval is that binomial's 2.5% and 97.5% quantiles
-    (over n), wherever the order statistic is far (in standard errors of 2000 draws) from a jump."""
-    n, k, r = 10, 5, 2000  # Binomial(10, 0.5): 2 and 8 are its 2.5% and 97.5% quantiles
-    v = shares([_mv("a") for _ in range(k)] + [_mv("b") for _ in range(n - k)], resamples=r, seed=3).share("a")
-    for q, got in ((0.025, v.low), (0.975, v.high)):
-        want, below, above = _binomial_quantile(n, k / n, q)
-        se = math.sqrt(q * (1 - q) / r)
-        assert min(below, above) > 3.5 * se, "the case must sit well inside a step of the CDF"
-        assert got == pytest.approx(want / n)
-    assert (v.low, v.high) == (0.2, 0.8)
-
-
-def test_draws_and_percentiles_follow_the_documented_convention():
-    rng = random.Random(7)
-    want = [rng.choices(range(5), k=5) for _ in range(3)]
-    assert bootstrap_draws(5, 3, 7) == want
+def test_percentiles_follow_the_documented_convention():
     vals = list(range(100))
     assert percentile_interval([float(x) for x in vals]) == (2.0, 96.0)  # int(0.025*100), int(0.975*100)-1
     assert percentile_interval([]) == (0.0, 0.0)
 
 
-def test_methods_missing_on_some_traces_get_their_own_draws():
+def test_methods_missing_on_some_traces_count_only_their_own():
     vs = [TraceVerdict("a", "blamed", {"m": _mv("x"), "n": _mv("y")}), TraceVerdict("b", "blamed", {"m": _mv("x")})]
-    tv = team_verdict(vs, resamples=100)
+    tv = team_verdict(vs)
     assert tv.methods["m"].traces == 2 and tv.methods["n"].traces == 1
     assert tv.methods["n"].shares[0].share == 1.0 and tv.primary == "m"
 
@@ -136,7 +117,7 @@ def test_agreement_counts_the_blamed_traces_where_the_signals_methods_agree_by_h
     assert (a.signal, a.method, a.partner, a.agree, a.disagree) == ("agree", "gbc:max_l1:targeted:blend", "provenance", 1, 4)
     assert a.meaning[True].startswith("methods agree: right in") and a.meaning[False].startswith("methods disagree")
     assert trace_confidence(rows[1].methods).value is True and trace_confidence(rows[0].methods).value is False
-    team = team_verdict(rows, resamples=50)
+    team = team_verdict(rows)
     assert team.agreement.to_dict()["agree"] == 1 and team.to_dict()["agreement"]["disagree"] == 4
     # methods that carry no signal (no provenance): no agreement at all
     assert agreement([TraceVerdict("x", "blamed", {"last": _mv("writer")})]) is None

@@ -274,7 +274,7 @@ def test_a_log_longer_than_the_judges_context_is_counted_never_a_crash(tmp_path,
 @pytest.mark.skipif(not WHOWHEN.is_file(), reason="Who&When archive not found (set AGENTGRAD_DATA_DIR)")
 @pytest.mark.slow  # over 3 s alone on 2 cores: out of the fast subset
 def test_whowhen_scripted_judge_is_exact_and_random_is_chance():
-    from agentgrad.benchmarks.planted.bench import wilson
+    from agentgrad.core.stats import wilson
     from agentgrad.blame.judge import Judge, render_log, steps_of
     from agentgrad.benchmarks.whowhen.bench import run_whowhen
     from agentgrad.models.fake import FakeModel

@@ -91,13 +91,15 @@ def _planted_in_every_tool_result(s: SetRecord) -> None:
 
 def _names(team: dict, method: str, agent: str, agents: tuple) -> None:
     """``method``'s share names ``agent`` largest, its interval's lower bound above every other agent's
-    upper bound (an agent of the app that no failure is blamed on has share 0, interval [0, 0])."""
+    upper bound (an agent of the app that no failure is blamed on: 0 of n traces, Wilson's upper bound)."""
+    from agentgrad.core.stats import wilson
+
     mt = team["methods"][method]
     print(f"{method}: {mt['traces']} blamed; " + ", ".join(
         f"{s['agent']} {s['share']:.2f} [{s['low']:.2f}, {s['high']:.2f}]" for s in mt["shares"]))
     top = mt["shares"][0]
     assert top["agent"] == agent, mt
-    highs = {a: 0.0 for a in agents if a != agent} | {s["agent"]: s["high"] for s in mt["shares"] if s["agent"] != agent}
+    highs = {a: wilson(0, mt["traces"], 1.959963984540054)[1] for a in agents if a != agent} | {s["agent"]: s["high"] for s in mt["shares"] if s["agent"] != agent}
     assert all(top["low"] > h for h in highs.values()), (top, highs)
 
 
@@ -211,8 +213,8 @@ def test_the_control_set_with_nothing_planted_is_blamed_as_recorded():
     nothing planted, every tool result holding the input's own figure. Its committed blames are what
     ``blame_set`` computes now; 18 answers are right and the 2 that fail are the searcher's own slips
     (it copied the tool's figure wrong into its final answer), blamed on the searcher by both methods,
-    each on 2 traces: a bootstrap interval of 2 traces is [1.00, 1.00] whatever they say, which is
-    why docs/blame-set.md reports this control as a flag raised on 2 traces, not a measured separation."""
+    each on 2 traces, whose Wilson interval [0.34, 1.00] shows how few they are (the bootstrap used before
+    gave [1.00, 1.00] whatever 2 traces say)."""
     from agentgrad.importers.spans import import_file
 
     d = RECORDS / "smolagents-control"
@@ -232,8 +234,9 @@ def test_the_control_set_with_nothing_planted_is_blamed_as_recorded():
     for data in (rec, default):
         assert data["team"]["counts"] == {"blamed": 2, "succeeded": 18, "malformed": 0, "unblamed": 0}
         for m in data["methods"]:
-            assert data["team"]["methods"][m]["shares"] == [{"agent": "searcher", "failures": 2.0, "share": 1.0,
-                                                              "low": 1.0, "high": 1.0}]
+            (sh,) = data["team"]["methods"][m]["shares"]
+            assert (sh["agent"], sh["failures"], sh["share"], round(sh["low"], 2), sh["high"]) == \
+                ("searcher", 2.0, 1.0, 0.34, 1.0)
     traces = {tr.id: tr for tr in res.traces}
     for t in default["blamed"]:  # the call blamed is the searcher's final answer, whose figure is not its tool's
         for v in t["methods"].values():

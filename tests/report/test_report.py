@@ -326,7 +326,7 @@ def test_the_report_of_a_blamed_set_charts_the_shares_and_lists_every_failure(tm
     html, info = render_report(tmp_path / "R")
     assert info["episodes"] == 4 and info["shown"] == 4
     assert html.count('class="sharebar"') == 2  # one bar per (agent, method) that blames it
-    assert "provenance blames" in html and "for 1.00 [1.00, 1.00]" in html  # the headline
+    assert "provenance blames" in html and "for 1.00 [0.51, 1.00]" in html  # the headline (Wilson, 4 traces)
     for t in res.by_status("blamed"):
         assert f">{t.trace}</a>" in html  # every failure, a link to its episode
     assert "succeeded: 4 trace(s), skipped" in html and "ghost" in html

@@ -112,17 +112,6 @@ def _sum_terms(terms: Any, shape: tuple[int, ...]) -> np.ndarray:
         return np.where((comp != 0) & np.isfinite(comp), total + comp, total)
 
 
-def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a proportion k/n (k may be fractional: tie credits)."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
-
-
 def sign_test(wins: int, losses: int) -> float:
     """Two-sided exact sign test: the probability, with wins and losses equally likely, of a split at
     least as uneven as ``wins`` vs ``losses`` (ties left out). 1.0 when there is no disagreement."""

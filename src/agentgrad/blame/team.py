@@ -9,11 +9,10 @@ turns the blamed traces into, per method,
   to repair (a tool result's caller; the node's own agent where no prompt is named, e.g. an input
   ``user``); a failure whose method names several splits its unit equally among them, so the
   shares of one method sum to 1;
-- **intervals**: a percentile bootstrap over the traces (``resamples`` resamples of the blamed
-  traces with replacement, drawn by ``random.Random(seed)``: ``rng.choices(range(n), k=n)`` per
-  resample, the same draws for every method; the interval is the sorted resampled shares at
-  ``int(a * R)`` and ``int((1 - a) * R) - 1``, ``a = (1 - level) / 2``), the convention of
-  :func:`agentgrad.benchmarks.stats.paired`;
+- **intervals**: each share's Wilson score interval (:func:`agentgrad.core.stats.wilson`, ``level``
+  95% by default) over the n traces the method blamed. A percentile bootstrap over the traces was the
+  interval before 2026-12-06: over few traces that agree it is [1, 1] whatever they say (2 of 2 traces
+  gave [1.00, 1.00]; Wilson gives [0.34, 1.00]), so it could not show how few traces a verdict rests on;
 - the **trajectories** most often walked (agent sequences, each counted once per trace);
 - the **repair order**: agents by share, then by the interval's lower bound;
 - the **agreement**: on how many blamed traces the confidence signal's two methods name the same
@@ -24,14 +23,14 @@ Pure functions of the records: nothing here reads or writes a file.
 
 from __future__ import annotations
 
-import random
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Iterable
 
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.confidence import Confidence, confidence
 from agentgrad.blame.verdict import Verdict
-from agentgrad.core.stats import percentile_interval
+from agentgrad.core.stats import wilson
 from agentgrad.core.trace import Trace
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ class TraceVerdict:
 
 @dataclass
 class AgentShare:
-    """One agent's share of one method's blamed failures, with its bootstrap interval."""
+    """One agent's share of one method's blamed failures, with its Wilson interval."""
 
     agent: str
     failures: float  # the failures blamed on it (a tie split counts a fraction)
@@ -148,9 +147,7 @@ class TeamVerdict:
     primary: str | None  # the method the trajectories and the repair order come from
     trajectories: list[TrajectoryCount]
     repair: list[str]
-    resamples: int = 2000
     level: float = 0.95
-    seed: int = 0
     agreement: Agreement | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +155,7 @@ class TeamVerdict:
                 "agreement": self.agreement.to_dict() if self.agreement else None,
                 "methods": {m: t.to_dict() for m, t in self.methods.items()},
                 "trajectories": [t.to_dict() for t in self.trajectories],
-                "bootstrap": {"resamples": self.resamples, "level": self.level, "seed": self.seed}}
+                "interval": {"kind": "wilson", "level": self.level}}
 
 
 def trace_confidence(methods: dict[str, Verdict]) -> Confidence:
@@ -197,13 +194,6 @@ def agreement(traces: Iterable[TraceVerdict]) -> Agreement | None:
                      sum(c.value is False for c in same), meaning)
 
 
-def bootstrap_draws(n: int, resamples: int, seed: int) -> list[list[int]]:
-    """The resamples: ``resamples`` lists of ``n`` indices in ``range(n)``, with replacement."""
-    rng = random.Random(seed)
-    idx = range(n)
-    return [rng.choices(idx, k=n) for _ in range(resamples)] if n else []
-
-
 def agent_weights(verdicts: list[Verdict]) -> list[dict[str, float]]:
     """Per verdict, the unit of its failure split over the agents it is blamed on (:data:`NOBODY` if none)."""
     out = []
@@ -213,23 +203,16 @@ def agent_weights(verdicts: list[Verdict]) -> list[dict[str, float]]:
     return out
 
 
-def shares(verdicts: list[Verdict], draws: list[list[int]] | None = None, resamples: int = 2000,
-           seed: int = 0, level: float = 0.95, method: str = "") -> MethodTeam:
-    """Every agent's share of ``verdicts`` (one per blamed trace) with its bootstrap interval.
-
-    ``draws`` (from :func:`bootstrap_draws`, of ``len(verdicts)`` indices) are the resamples; given,
-    they are used as they are, so that several methods are resampled over the same traces."""
+def shares(verdicts: list[Verdict], level: float = 0.95, method: str = "") -> MethodTeam:
+    """Every agent's share of ``verdicts`` (one per blamed trace) with its Wilson interval at ``level``."""
     n = len(verdicts)
     weights = agent_weights(verdicts)
     agents = list(dict.fromkeys(a for w in weights for a in w))
-    if draws is None:
-        draws = bootstrap_draws(n, resamples, seed)
+    z = NormalDist().inv_cdf(1 - (1 - level) / 2)
     out = []
     for a in agents:
-        col = [w.get(a, 0.0) for w in weights]
-        total = sum(col)
-        boot = [sum(map(col.__getitem__, d)) / n for d in draws]
-        lo, hi = percentile_interval(boot, level)
+        total = sum(w.get(a, 0.0) for w in weights)
+        lo, hi = wilson(total, n, z)
         out.append(AgentShare(a, round(total, 6), total / n, lo, hi))
     out.sort(key=lambda s: (-s.share, -s.low, s.agent))
     return MethodTeam(method, n, out)
@@ -252,15 +235,14 @@ def repair_order(team: MethodTeam) -> list[str]:
 
 
 def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = None, primary: str | None = None,
-                 resamples: int = 2000, seed: int = 0, level: float = 0.95, top: int = 5) -> TeamVerdict:
+                 level: float = 0.95, top: int = 5) -> TeamVerdict:
     """The team-level verdict of ``traces`` (see the module docstring).
 
     Args:
         methods: the methods to report, in order (default: every method of the blamed traces, in
             the order first seen).
         primary: the method whose trajectories and repair order are given (default: the first).
-        resamples, seed, level: the bootstrap (the same draws for every method, over the traces
-            that method blamed).
+        level: the intervals' coverage (each method's over the traces it blamed).
         top: the most common trajectories kept.
     """
     traces = list(traces)
@@ -270,18 +252,14 @@ def team_verdict(traces: Iterable[TraceVerdict], methods: list[str] | None = Non
     blamed = [t for t in traces if t.status == "blamed"]
     names = methods or list(dict.fromkeys(m for t in blamed for m in t.methods))
     per: dict[str, MethodTeam] = {}
-    full = bootstrap_draws(len(blamed), resamples, seed)
     for m in names:
-        have = [t.methods[m] for t in blamed if m in t.methods]
-        # every method of a set ran on every blamed trace: the same draws; else draws of its own
-        draws = full if len(have) == len(blamed) else None
-        per[m] = shares(have, draws, resamples, seed, level, m)
+        per[m] = shares([t.methods[m] for t in blamed if m in t.methods], level, m)
     main = primary if primary in per else (names[0] if names else None)
     trajectories = common_trajectories((t.methods[main] for t in blamed if main in t.methods), top) if main else []
-    return TeamVerdict(counts, per, main, trajectories, repair_order(per[main]) if main else [], resamples, level, seed,
+    return TeamVerdict(counts, per, main, trajectories, repair_order(per[main]) if main else [], level,
                        agreement(blamed))
 
 
 __all__ = ["AgentShare", "Agreement", "agreement", "trace_confidence", "MethodTeam", "NOBODY", "STATUSES", "TeamVerdict", "TraceVerdict",
-           "TrajectoryCount", "bootstrap_draws", "common_trajectories", "repair_order",
+           "TrajectoryCount", "common_trajectories", "repair_order",
            "shares", "team_verdict"]

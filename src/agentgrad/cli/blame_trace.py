@@ -146,7 +146,7 @@ def blame_command(
     all_calls: bool = typer.Option(False, "--all-calls", help="Score every call first (the report's whole "
                                                                "attribution graph); by default only the calls "
                                                                "the methods read are scored."),
-    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking, the random method and the set's bootstrap."),
+    seed: int = typer.Option(0, "--seed", help="Seeds tie-breaking and the random method."),
     out: Path = typer.Option(Path("runs/blame"), "--out", help="Run directory for traces/, attribution/, blame.json "
                                                                "(a set: verdicts.jsonl and traces.jsonl) and "
                                                                "report.html (new or empty)."),

@@ -1,7 +1,7 @@
 """Small statistics shared across layers: a mean with its 95% t interval (the ablation's summary
-and the report's figures of it), and the percentile interval of bootstrap replicates that every
-bootstrap of the package reads its interval with (the team verdict's shares, the benchmarks' paired
-differences)."""
+and the report's figures of it), the Wilson score interval of a proportion (the team verdict's shares,
+the benchmarks' accuracies), and the percentile interval of bootstrap replicates that every bootstrap of
+the package reads its interval with (the benchmarks' paired differences)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,16 @@ def percentile_interval(values: list[float], level: float = 0.95) -> tuple[float
     v, r = sorted(values), len(values)
     a = (1 - level) / 2
     return (v[min(int(a * r), r - 1)], v[max(int((1 - a) * r) - 1, 0)])
+
+
+def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion k/n (k may be fractional: tie credits); (0, 0) for n = 0.
+
+    Unlike a bootstrap over n items, it is wide where n is small: 2 of 2 is [0.34, 1.00], not [1, 1]."""
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))

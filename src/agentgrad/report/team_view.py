@@ -142,7 +142,7 @@ def team_view(part: dict[str, Any], links: dict[tuple[str, str], int]) -> dict[s
             + [{"agent": a, "anchor": f"fail-x{i}", "rows": r} for i, (a, r) in enumerate(failures.items())
                if a not in groups],
             "skipped": skipped, "warnings": part.get("set_warnings") or [],
-            "level": round(100 * float((team.get("bootstrap") or {}).get("level", 0.95)))}
+            "level": round(100 * float((team.get("interval") or team.get("bootstrap") or {}).get("level", 0.95)))}
 
 
 def set_headline(part: dict[str, Any]) -> str | None:

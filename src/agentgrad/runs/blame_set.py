@@ -202,7 +202,7 @@ def _settings(files: RunFiles, settings: dict[str, Any], resume: bool) -> None:
 def blame_set(source: str | Path, losses: Any = None, expected: Any = None, methods: list[str] | None = None,
               scorer: Any = None, out: str | Path | None = None, resume: bool = False, *, loss: str | None = None,
               wrong: str | None = None, seed: int = 0, top_k: int = 1, judge: Any = None, overwrite: bool = False,
-              resamples: int = 2000, progress: Callable[[TraceVerdict, dict[str, int]], None] | None = None,
+              progress: Callable[[TraceVerdict, dict[str, int]], None] | None = None,
               debug: bool | None = None) -> BlameSet:
     """Blame every trace of ``source`` and give the team-level verdict.
 
@@ -284,7 +284,7 @@ def blame_set(source: str | Path, losses: Any = None, expected: Any = None, meth
             progress(v, counts)
     warnings = [w for b in books for w in (*b.warnings, *b.unused())]
     primary = DEFAULT_METHOD if DEFAULT_METHOD in names else names[0]
-    team = team_verdict(verdicts, names, primary, resamples=resamples, seed=seed)
+    team = team_verdict(verdicts, names, primary)
     result = BlameSet(verdicts, team, names, str(src), out, warnings, counts["resumed"], round(time.time() - t0, 2))
     if files is not None:
         files.write_json("blame.json", data=result.to_dict())

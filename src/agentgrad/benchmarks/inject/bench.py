@@ -39,7 +39,7 @@ from agentgrad.benchmarks.inject.corrupt import KINDS, corrupt, field_values
 from agentgrad.benchmarks.planted.records import check_setup, read_back, write_episode
 from agentgrad.benchmarks.planted.scoring import Cost, score_methods
 from agentgrad.benchmarks.planted.summary import summarize
-from agentgrad.benchmarks.stats import wilson
+from agentgrad.core.stats import wilson
 from agentgrad.blame.context import BlameContext
 from agentgrad.blame.methods import get_blame_method, needs_scorer, with_reader
 from agentgrad.core.files import RunFiles

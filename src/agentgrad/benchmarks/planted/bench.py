@@ -25,7 +25,7 @@ from agentgrad.benchmarks.planted.tokens import (
     TOKEN_OBJECTIVES, TOKEN_SCORES, WORD_PAIRS, carrying_source, has_content, is_key, key_flags, longest_word_hit,
     token_line_starts, token_precision, value_groups, word_groups, word_hit, word_in, words_of,
 )
-from agentgrad.benchmarks.stats import wilson
+from agentgrad.core.stats import wilson
 from agentgrad.blame.context import BlameContext
 from agentgrad.blame.methods import get_blame_method, needs_scorer
 from agentgrad.core.files import RunFiles, check_new_output
@@ -37,7 +37,7 @@ __all__ = [
     "Cost", "GROUPS", "TOKEN_OBJECTIVES", "TOKEN_SCORES", "TRUTH_EXTRAS", "WORD_PAIRS", "carrying_source",
     "check_options", "check_setup", "cost_of", "has_content", "is_key", "key_flags", "longest_word_hit",
     "pair_with_baselines", "read_back", "run_benchmark", "score_methods", "summarize", "token_line_starts",
-    "token_precision", "token_summary", "top1_credit", "top3", "value_groups", "wilson", "word_groups", "word_hit",
+    "token_precision", "token_summary", "top1_credit", "top3", "value_groups", "word_groups", "word_hit",
     "word_in", "words_of", "write_episode",
 ]
 

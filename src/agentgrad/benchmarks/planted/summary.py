@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentgrad.benchmarks.planted.tokens import TOKEN_OBJECTIVES, TOKEN_SCORES, WORD_PAIRS
-from agentgrad.benchmarks.stats import paired, wilson
+from agentgrad.benchmarks.stats import paired
+from agentgrad.core.stats import wilson
 from agentgrad.blame.methods import model_free
 from agentgrad.errors import RegistryError
 

@@ -43,7 +43,8 @@ from typing import Any, Callable
 
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.benchmarks.planted.bench import Cost, check_setup, top1_credit
-from agentgrad.benchmarks.stats import paired, wilson
+from agentgrad.benchmarks.stats import paired
+from agentgrad.core.stats import wilson
 from agentgrad.benchmarks.whowhen.span import answer_span
 from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.methods import get_blame_method, with_reader
