@@ -78,3 +78,33 @@ def test_the_cli_makes_waiting_threads_sleep_unless_the_user_chose():
     assert _cli_env({}) == "PASSIVE"
     assert _cli_env({"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE"  # the user's choice is kept
     assert _cli_env({threads.ENV: "torch"}) == "-"  # PyTorch's defaults, as before the layout
+
+
+def test_cpu_times_read_proc_stat_by_hand():
+    """user 100, nice 5, system 50, idle 800, iowait 20, irq 3, softirq 2, steal 0 (guest columns after):
+    busy = 980 - 800 - 20 = 160 of 980."""
+    assert threads.cpu_times("cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 1 2 3 4\n") == (160.0, 980.0)
+
+
+def test_others_busy_counts_the_cores_kept_busy_between_two_samples(monkeypatch):
+    samples = iter(["cpu  100 0 0 900 0 0 0 0\n", "cpu  250 0 0 950 0 0 0 0\n"])  # 150 busy of 200 jiffies
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    assert threads.others_busy(0.0, read=lambda: next(samples)) == pytest.approx(1.5)
+    assert threads.others_busy(0.0, read=lambda: "not a stat file") is None
+
+
+def _auto_policy(busy: float | None) -> str:
+    """What ``AGENTGRAD_THREADS=auto`` chooses in a process without torch, the machine's other load
+    being ``busy`` cores, and the OMP_WAIT_POLICY it leaves."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {threads.ENV: "auto"}
+    code = ("import os, sys; from agentgrad.models import threads; assert 'torch' not in sys.modules; "
+            f"print(threads.configure_process(lambda: {busy!r}), os.environ.get('OMP_WAIT_POLICY', '-'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_auto_spins_on_an_idle_machine_and_sleeps_beside_another_job():
+    assert _auto_policy(0.1) == "spin -"  # PyTorch's default: spinning threads
+    assert _auto_policy(1.8) == "passive PASSIVE"
+    assert _auto_policy(None) == "passive PASSIVE"  # nothing could be read: the fair layout

@@ -17,7 +17,11 @@ grew 2.5x beside a two-thread neighbour. The layout:
 ``AGENTGRAD_THREADS=N`` gives every computing thread N intra-op threads instead, in every run
 (sequential or concurrent alike, so the two still agree); ``AGENTGRAD_THREADS=torch`` leaves
 PyTorch's defaults alone, wait policy included: the layout before this one, for comparison
-(``benchmarks/contention.py``).
+(``benchmarks/contention.py``). ``AGENTGRAD_THREADS=auto`` chooses the wait policy when the process
+starts, from what the machine is doing then (:func:`others_busy`: the cores other processes kept busy
+over a quarter of a second): PyTorch's spinning where the machine is otherwise idle (the faster
+layout alone), sleeping threads where another job computes. It cannot see a job that starts later
+(OpenMP reads its policy once). Not the default until ``benchmarks/contention.py`` has measured it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from typing import Iterator
 
 from agentgrad.errors import ConfigError
@@ -32,25 +37,65 @@ from agentgrad.errors import ConfigError
 ENV = "AGENTGRAD_THREADS"
 
 
+BUSY = 0.5  # cores other processes keep busy above which ``auto`` makes waiting threads sleep
+
+
 def setting() -> int | str | None:
-    """``AGENTGRAD_THREADS`` read: None (unset: the layout above), ``"torch"`` or a thread count."""
+    """``AGENTGRAD_THREADS`` read: None (unset: the layout above), ``"torch"``, ``"auto"`` or a thread count."""
     raw = os.environ.get(ENV, "").strip()
     if not raw:
         return None
-    if raw.lower() == "torch":
-        return "torch"
+    if raw.lower() in ("torch", "auto"):
+        return raw.lower()
     if raw.isdigit() and int(raw) >= 1:
         return int(raw)
-    raise ConfigError(f"{ENV}={raw!r}: give a number of threads (1 or more), or 'torch' for PyTorch's defaults")
+    raise ConfigError(f"{ENV}={raw!r}: give a number of threads (1 or more), 'torch' for PyTorch's defaults, "
+                      f"or 'auto' (spin on an idle machine, sleep beside another job)")
 
 
-def configure_process() -> None:
+def cpu_times(stat: str) -> tuple[float, float]:
+    """``(busy, total)`` jiffies of all cores from the first line of ``/proc/stat`` (idle and iowait are
+    not busy; guest time is already counted in user time)."""
+    fields = [float(x) for x in stat.splitlines()[0].split()[1:]]
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
+    return total - fields[3] - (fields[4] if len(fields) > 4 else 0.0), total
+
+
+def others_busy(seconds: float = 0.25, read=None) -> float | None:
+    """How many cores other processes kept busy over ``seconds`` (this process sleeps meanwhile), from
+    ``/proc/stat``; None where it cannot be read (not Linux). ``read`` returns the file's text (tests)."""
+    def sample() -> str:
+        with open("/proc/stat", encoding="ascii") as f:
+            return f.read()
+
+    read = read or sample
+    try:
+        b0, t0 = cpu_times(read())
+        time.sleep(seconds)
+        b1, t1 = cpu_times(read())
+    except (OSError, ValueError, IndexError):
+        return None
+    cores = os.cpu_count() or 1
+    return cores * (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+def configure_process(busy=others_busy) -> str:
     """For a process about to load PyTorch (the CLI): waiting OpenMP threads sleep rather than spin,
-    unless the user chose a wait policy or ``AGENTGRAD_THREADS=torch``. Does nothing once torch is
-    loaded (OpenMP reads the variable when it starts)."""
-    if "torch" in sys.modules or setting() == "torch":
-        return
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    unless the user chose a wait policy or ``AGENTGRAD_THREADS=torch``; with ``AGENTGRAD_THREADS=auto``
+    they spin where ``busy()`` (the cores other processes use) is under :data:`BUSY` and sleep otherwise.
+    Does nothing once torch is loaded (OpenMP reads the variable when it starts). Returns the layout
+    chosen: ``passive``, ``spin``, ``torch`` or ``user`` (a wait policy the user set)."""
+    chosen = setting()
+    if "torch" in sys.modules or chosen == "torch":
+        return "torch"
+    if "OMP_WAIT_POLICY" in os.environ:
+        return "user"
+    if chosen == "auto":
+        others = busy()
+        if others is not None and others < BUSY:
+            return "spin"  # PyTorch's default: waiting threads spin
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    return "passive"
 
 
 def intra_op_threads(concurrency: int = 1) -> int | None:
