@@ -84,6 +84,7 @@ def test_cpu_times_read_proc_stat_by_hand():
     """user 100, nice 5, system 50, idle 800, iowait 20, irq 3, softirq 2, steal 0 (guest columns after):
     busy = 980 - 800 - 20 = 160 of 980."""
     assert threads.cpu_times("cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 1 2 3 4\n") == (160.0, 980.0)
+    assert threads.cpu_times("intr 1 2 3 4 5 6") is None and threads.cpu_times("") is None
 
 
 def test_others_busy_counts_the_cores_kept_busy_between_two_samples(monkeypatch):

@@ -53,12 +53,15 @@ def setting() -> int | str | None:
                       f"or 'auto' (spin on an idle machine, sleep beside another job)")
 
 
-def cpu_times(stat: str) -> tuple[float, float]:
+def cpu_times(stat: str) -> tuple[float, float] | None:
     """``(busy, total)`` jiffies of all cores from the first line of ``/proc/stat`` (idle and iowait are
-    not busy; guest time is already counted in user time)."""
-    fields = [float(x) for x in stat.splitlines()[0].split()[1:]]
+    not busy; guest time is already counted in user time); None for text that is not such a line."""
+    words = stat.split("\n", 1)[0].split()
+    if len(words) < 6 or words[0] != "cpu" or not all(w.isdigit() for w in words[1:]):
+        return None
+    fields = [float(x) for x in words[1:]]
     total = sum(fields[:8])  # user nice system idle iowait irq softirq steal
-    return total - fields[3] - (fields[4] if len(fields) > 4 else 0.0), total
+    return total - fields[3] - fields[4], total
 
 
 def others_busy(seconds: float = 0.25, read=None) -> float | None:
@@ -70,13 +73,16 @@ def others_busy(seconds: float = 0.25, read=None) -> float | None:
 
     read = read or sample
     try:
-        b0, t0 = cpu_times(read())
+        first = read()
         time.sleep(seconds)
-        b1, t1 = cpu_times(read())
-    except (OSError, ValueError, IndexError):
+        second = read()
+    except OSError:
+        return None
+    a, b = cpu_times(first), cpu_times(second)
+    if a is None or b is None:
         return None
     cores = os.cpu_count() or 1
-    return cores * (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+    return cores * (b[0] - a[0]) / (b[1] - a[1]) if b[1] > a[1] else 0.0
 
 
 def configure_process(busy=others_busy) -> str:
