@@ -109,3 +109,11 @@ def test_auto_spins_on_an_idle_machine_and_sleeps_beside_another_job():
     assert _auto_policy(0.1) == "spin -"  # PyTorch's default: spinning threads
     assert _auto_policy(1.8) == "passive PASSIVE"
     assert _auto_policy(None) == "passive PASSIVE"  # nothing could be read: the fair layout
+
+
+def test_the_cli_refuses_a_bad_setting_in_one_line():
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {threads.ENV: "bogus"}
+    out = subprocess.run([sys.executable, "-m", "agentgrad.cli", "--help"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0 and "AGENTGRAD_THREADS='bogus'" in out.stderr

@@ -133,7 +133,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from agentgrad.models.threads import configure_process
 
-    configure_process()  # waiting OpenMP threads sleep: a run beside another job does not spin against it
+    try:
+        configure_process()  # waiting OpenMP threads sleep: a run beside another job does not spin against it
+    except AgentgradError as e:  # a bad AGENTGRAD_THREADS: one line, before anything runs
+        err_console.print("[bold red]error:[/bold red] " + escape(one_line(str(e))), highlight=False, soft_wrap=True)
+        return e.exit_code
     words = list(itertools.takewhile(lambda a: a.startswith("-"), args))  # the options before the command
     debug = "--debug" in words or os.environ.get("AGENTGRAD_DEBUG") == "1"
     before = os.environ.get("AGENTGRAD_DEBUG")
