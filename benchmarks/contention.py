@@ -12,6 +12,12 @@ that spin while they wait (4.8x wall and 2.5x CPU before the thread layout was c
     python benchmarks/contention.py                          # the demo: agentgrad demo --out TMP
     python benchmarks/contention.py --command bench-blame    # agentgrad bench blame, model-free + SmolLM2
     python benchmarks/contention.py --json FILE --env OMP_WAIT_POLICY=ACTIVE   # the old layout, to compare
+    python benchmarks/contention.py --env AGENTGRAD_THREADS=auto --baseline AGENTGRAD_THREADS=torch --json FILE
+    python benchmarks/contention.py --table FILE [FILE ...]   # the table of docs/scale.md, from the records
+
+``--baseline KEY=VALUE`` also runs the command alone under a baseline setting (PyTorch's defaults), in
+the same run and first, and prints the alone / baseline ratio (the target of the run-time layout: within
+1.15x of PyTorch's defaults alone, and within 1.6x of its own alone time beside the neighbour).
 
 Prints one line per phase and the two ratios, e.g. ``demo: wall 2.21x, CPU 1.08x beside the
 neighbour``; ``--json FILE`` writes them. Never run it beside another CPU-heavy job: the neighbour
@@ -84,20 +90,61 @@ def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
+def with_env(pairs: list[str], flag: str, p: argparse.ArgumentParser) -> dict[str, str]:
+    env = dict(os.environ)
+    for kv in pairs:
+        if "=" not in kv:
+            p.error(f"{flag} takes KEY=VALUE, not {kv!r}")
+        k, v = kv.split("=", 1)
+        env[k] = v
+    return env
+
+
+def table(files: list[Path]) -> None:
+    """The records as docs/scale.md prints them: one row per record file."""
+    print("| record | layout | alone: wall / CPU | beside the neighbour: wall / CPU | ratios | alone / baseline |")
+    print("|---|---|---|---|---|---|")
+    results = set()
+    for f in files:
+        try:
+            r = json.loads(f.read_text(encoding="utf-8"))
+            alone, shared, ratios = r["alone"], r["shared"], r["ratios"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"error: {f} is not a record of benchmarks/contention.py ({e})")
+        for o in [alone.get("outcome"), shared.get("outcome"), (r.get("baseline") or {}).get("outcome")]:
+            if o and "test_after" in o:
+                results.add(f"held-out test {o['test_before']:.2f} -> {o['test_after']:.3f}, "
+                            f"{o['accepted']} of {o['steps']} steps kept")
+        base = r.get("baseline")
+        vs = (f"{alone['wall_s'] / base['wall_s']:.2f}x of {base['wall_s']} s ({' '.join(base['env'])})"
+              if base else "-")
+        print(f"| {f.name} | {' '.join(r['env']) or 'sleep while waiting (the default then)'} | {alone['wall_s']} s / {alone['cpu_s']} s | "
+              f"{shared['wall_s']} s / {shared['cpu_s']} s | {ratios['wall']:.2f}x / {ratios['cpu']:.2f}x | {vs} |")
+    if results:
+        print("\nthe demo's result in every run: " + "; ".join(sorted(results)))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--command", default="demo", help="demo (default) or bench-blame")
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE set for the measured command")
+    p.add_argument("--baseline", action="append", default=[],
+                   help="KEY=VALUE: also run the command alone with this setting first, and compare")
     p.add_argument("--json", type=Path, help="write the figures here")
+    p.add_argument("--table", type=Path, nargs="+", help="print the table from these records and stop")
     a = p.parse_args(argv)
-    env = dict(os.environ)
-    for kv in a.env:
-        if "=" not in kv:
-            p.error(f"--env takes KEY=VALUE, not {kv!r}")
-        k, v = kv.split("=", 1)
-        env[k] = v
+    if a.table:
+        return table(a.table)
+    env = with_env(a.env, "--env", p)
+    base_env = with_env(a.baseline, "--baseline", p) if a.baseline else None
     work = Path(tempfile.mkdtemp(prefix="agentgrad-contention-"))
     try:
+        baseline = None
+        if base_env is not None:
+            baseline = {"env": a.baseline} | timed(commands(a.command, work / "baseline"), base_env) | \
+                {"outcome": outcome(work / "baseline")}
+            print(f"{a.command} alone, baseline {' '.join(a.baseline)}: {baseline['wall_s']} s wall, "
+                  f"{baseline['cpu_s']} s CPU {baseline['outcome']}", flush=True)
         alone = timed(commands(a.command, work / "alone"), env) | {"outcome": outcome(work / "alone")}
         print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU {alone['outcome']}", flush=True)
         neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
@@ -115,10 +162,14 @@ def main(argv: list[str] | None = None) -> None:
                   "cpu": round(shared["cpu_s"] / alone["cpu_s"], 2)}
         print(f"{a.command}: wall {ratios['wall']}x, CPU {ratios['cpu']}x beside the neighbour "
               f"(targets: wall <= 2.5x, CPU <= 1.3x)")
+        if baseline is not None:
+            print(f"{a.command} alone: {alone['wall_s'] / baseline['wall_s']:.2f}x the baseline's wall time")
         if a.json:
-            a.json.write_text(json.dumps({"command": a.command, "env": a.env, "cores": os.cpu_count(),
-                                          "machine": platform.machine(), "alone": alone, "shared": shared,
-                                          "ratios": ratios}, indent=2) + "\n")
+            record = {"command": a.command, "env": a.env, "cores": os.cpu_count(), "machine": platform.machine(),
+                      "alone": alone, "shared": shared, "ratios": ratios}
+            if baseline is not None:
+                record["baseline"] = baseline
+            a.json.write_text(json.dumps(record, indent=2) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,7 +12,8 @@ changes which failures each step reads. For every seed the script records whethe
 
 Each seed's run directory is kept under ``--out`` (``--resume`` skips the seeds already in the
 JSON-lines file and continues an unfinished run directory). The table is printed from the file:
-``python benchmarks/demo_seeds.py --table records/demo-seeds/seeds.jsonl``.
+``python benchmarks/demo_seeds.py --table records/demo-seeds/seeds.jsonl``; one seed's steps (failures,
+blame, the edit, the gate) with ``--steps SEED``.
 """
 
 from __future__ import annotations
@@ -60,7 +61,28 @@ def read_run(run: Path, seed: int) -> dict[str, Any]:
             "val_before": next(e.get("val_score") for e in events if e["event"] == "train_started"),
             "val_after": final.get("val_score"), "test_before": final.get("test_before"),
             "test_after": final.get("test_after"), "test_size": final.get("test_size"),
-            "test_raised": (final.get("test_after") or 0) > (final.get("test_before") or 0)}
+            "test_raised": (final.get("test_after") or 0) > (final.get("test_before") or 0),
+            "step_log": [{k: e.get(k) for k in ("step", "failures", "blamed", "updated", "accepted", "val_before",
+                                                 "val_after", "notes", "note")}
+                         for e in events if e["event"] == "step"]}
+
+
+def steps_table(rows: list[dict[str, Any]], seed: int) -> str:
+    """One seed's steps as its run's events logged them: the failures and whom they blamed, the edit (with the
+    gradient share of the line removed), the gate's validation before -> after, kept or rejected."""
+    row = next((r for r in rows if r["seed"] == seed), None)
+    if row is None or "step_log" not in row:
+        raise SystemExit(f"error: no steps recorded for seed {seed} (records written before steps were kept?)")
+    lines = ["| step | failures | blamed | edit | validation | gate |", "|---|---|---|---|---|---|"]
+    for e in row["step_log"]:
+        blamed = ", ".join(f"{a} {n}" for a, n in (e.get("blamed") or {}).items()) or "none"
+        edit = "; ".join(e.get("notes") or []) or e.get("note") or "none"
+        val = (f"{e['val_before']:.2f} -> {e['val_after']:.2f}" if e.get("val_after") is not None else "-")
+        gate = {True: "kept", False: "rejected", None: "no change"}[e.get("accepted")]
+        lines.append(f"| {e['step']} | {e['failures']} | {blamed} | {edit} | {val} | {gate} |")
+    lines.append(f"\nseed {seed}: held-out test {row['test_before']:.2f} -> {row['test_after']:.2f} on "
+                 f"{row['test_size']} questions")
+    return "\n".join(lines)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -84,10 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, help="JSON-lines file of the seeds' results (appended as each ends)")
     p.add_argument("--resume", action="store_true", help="skip seeds already in --json; continue unfinished runs")
     p.add_argument("--table", type=Path, help="print the table of this JSON-lines file and stop")
+    p.add_argument("--steps", type=int, metavar="SEED", help="with --table: print this seed's steps instead")
     a = p.parse_args(argv)
     if a.table:
-        rows = [json.loads(ln) for ln in a.table.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        print(table(rows))
+        try:
+            rows = [json.loads(ln) for ln in a.table.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        except (OSError, ValueError) as e:
+            sys.exit(f"error: {a.table} is not a JSON-lines file of demo_seeds.py ({e})")
+        print(steps_table(rows, a.steps) if a.steps is not None else table(rows))
         return
     try:
         seeds = [int(s) for s in a.seeds.split(",") if s.strip()]

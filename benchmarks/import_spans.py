@@ -7,7 +7,8 @@ over one long trace). The file is written once; the import (read, decode, trees,
 timed ``--repeat`` times and the median printed.
 
     python benchmarks/import_spans.py --spans 10000 --shape episodes
-    python benchmarks/import_spans.py --spans 10000 --shape long
+    python benchmarks/import_spans.py --spans 10000 --shape long --json records/import-spans-cpu-2core/long.json
+    python benchmarks/import_spans.py --table FILE [FILE ...]     # the lines again, from the --json records
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ def main() -> None:
     ap.add_argument("--spans", type=int, default=10_000)
     ap.add_argument("--shape", choices=("episodes", "long"), default="episodes")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", type=Path, help="write the figures to this file")
+    ap.add_argument("--table", type=Path, nargs="+", help="print the lines of these --json records and stop")
     args = ap.parse_args()
+    if args.table:
+        for f in args.table:
+            try:
+                print(line(json.loads(f.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise SystemExit(f"error: {f} is not a record of benchmarks/import_spans.py ({e})")
+        return
     doc = synthetic_export(args.spans)[0] if args.shape == "episodes" else long_export(args.spans)
     n = len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
     with tempfile.TemporaryDirectory() as d:
@@ -40,11 +50,21 @@ def main() -> None:
             res = import_otel(f)
             times.append(time.perf_counter() - t0)
         size = f.stat().st_size
-    calls = sum(len(t.calls()) for t in res.traces)
-    edges = sum(len(nd.parents) for t in res.traces for nd in t.nodes)
-    print(f"{args.shape}: {n:,} spans ({size / 1e6:.1f} MB) -> {len(res.traces):,} trace(s), {calls:,} calls, "
-          f"{edges:,} edges, {len(res.broken)} broken; import {statistics.median(times):.2f} s "
-          f"(median of {args.repeat}: {', '.join(f'{t:.2f}' for t in times)})")
+    rec = {"shape": args.shape, "spans": n, "mb": round(size / 1e6, 1), "traces": len(res.traces),
+           "calls": sum(len(t.calls()) for t in res.traces),
+           "edges": sum(len(nd.parents) for t in res.traces for nd in t.nodes), "broken": len(res.broken),
+           "seconds": [round(t, 3) for t in times]}
+    print(line(rec))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
+
+
+def line(r: dict) -> str:
+    times = r["seconds"]
+    return (f"{r['shape']}: {r['spans']:,} spans ({r['mb']:.1f} MB) -> {r['traces']:,} trace(s), {r['calls']:,} calls, "
+            f"{r['edges']:,} edges, {r['broken']} broken; import {statistics.median(times):.2f} s "
+            f"(median of {len(times)}: {', '.join(f'{t:.2f}' for t in times)})")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ tiny scorer (as ``agentgrad attribute`` does), and writes the report. ``--run DI
 existing run directory instead.
 
     python benchmarks/report_cost.py [--n 1000] [--episodes 20] [--keep DIR] [--json FILE]
+    python benchmarks/report_cost.py --table FILE     # the same lines, printed from a --json record
 
 Prints one line per figure, e.g. ``report size: 6.1 MB``. Targets: under 20 MB, opens in
 under 3 s. Needs the MultiWOZ data (AGENTGRAD_DATA_DIR), playwright and a Chromium for the last figure.
@@ -91,6 +92,15 @@ def open_time(path: Path) -> tuple[float, float] | None:
     return times[0], max(times)
 
 
+def print_figures(f: dict) -> None:
+    print(f"episodes in the run: {f['episodes']}, shown in full: {f['shown']}")
+    print(f"report size: {f['report_mb']:.2f} MB (target: under 20 MB)")
+    print(f"report written in: {f['write_seconds']:.2f} s")
+    if "open_seconds_first" in f:
+        print(f"opens in headless Chromium in: {f['open_seconds_first']:.2f} s the first time, "
+              f"{f['open_seconds_worst']:.2f} s at worst of 3 (until the page's script has run; target: under 3 s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, help="measure this run directory instead of building one")
@@ -98,7 +108,15 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=20, help="episodes shown in full")
     ap.add_argument("--keep", type=Path, help="build the run here and keep it")
     ap.add_argument("--json", type=Path, help="write the figures to this file")
+    ap.add_argument("--table", type=Path, help="print the figures of this --json record and stop")
     a = ap.parse_args()
+    if a.table:
+        try:
+            f = json.loads(a.table.read_text(encoding="utf-8"))
+            print_figures(f)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"error: {a.table} is not a record of benchmarks/report_cost.py ({e})")
+        return
     from agentgrad.report.html import write_report
 
     tmp = None
@@ -108,15 +126,11 @@ def main() -> None:
         build_run(run, a.n, a.episodes)
     res = write_report(run, run / "report.html", episodes=a.episodes, overwrite=True)
     figures = {"episodes": res.episodes, "shown": res.shown, "report_mb": round(res.bytes / 1e6, 2),
-               "write_seconds": res.seconds}
-    print(f"episodes in the run: {res.episodes}, shown in full: {res.shown}")
-    print(f"report size: {res.bytes / 1e6:.2f} MB (target: under 20 MB)")
-    print(f"report written in: {res.seconds:.2f} s")
+               "write_seconds": round(res.seconds, 2)}
     t = open_time(res.path)
     if t is not None:
         figures["open_seconds_first"], figures["open_seconds_worst"] = round(t[0], 2), round(t[1], 2)
-        print(f"opens in headless Chromium in: {t[0]:.2f} s the first time, {t[1]:.2f} s at worst of 3 "
-              "(until the page's script has run; target: under 3 s)")
+    print_figures(figures)
     if a.json:
         a.json.write_text(json.dumps(figures, indent=1))
     if tmp:

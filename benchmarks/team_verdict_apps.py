@@ -225,6 +225,12 @@ def control_line(d: dict[str, Any], method: str) -> str:
                else "no agent apart (intervals overlap)" if c["blamed"] else "nothing to blame"))
 
 
+def expected_of(t: dict[str, Any]) -> str:
+    """The expected answer a blamed trace's loss names (``the answer should be "X"; ...``)."""
+    head = t["loss"].split(";", 1)[0]
+    return head.split('"')[1] if head.count('"') >= 2 else "?"
+
+
 def shares_line(d: dict[str, Any], method: str) -> str:
     mt = method_team(d, method)
     return f"{method}: {mt.traces} blamed; " + ", ".join(
@@ -271,6 +277,8 @@ def table(out: Path) -> str:
                 lines += [f"{app}, {name}: {shares_line(d, m)}" for m in d["methods"]]
                 if app.endswith("-control"):
                     lines += [f"{app}, {name}: {control_line(d, m)}" for m in d["methods"]]
+                    lines += [f"{app}, {name}: failed: expected {expected_of(t)}, the answer says {t['wrong']}"
+                              for t in d["blamed"]]
         for name in ("blame-provenance.json", "blame-default.json"):
             other = out / app / name.replace("blame-", "blame-messages-")
             if (out / app / name).exists() and other.exists():

@@ -157,6 +157,15 @@ def test_reward_actions_and_outputs(database):
     assert compute_reward(database, write, database.fresh(), []).actions == 0.0  # nothing done: wrong database
 
 
+@pytest.mark.slow
+def test_every_gold_replay_earns_the_full_action_reward(database):
+    """docs/taubench.md: 1.0 over all 635 tasks (train 500, dev 20, test 115), and 44 gold tool calls that
+    tau-bench itself answers with an error."""
+    assert {s: len(load_tasks(s)) for s in ("train", "dev", "test")} == {"train": 500, "dev": 20, "test": 115}
+    res = replay_gold("all", database=database)
+    assert (res["tasks"], res["action_reward"], res["failed"], res["tool_errors"]) == (635, 1.0, [], 44)
+
+
 def test_replay_gold_dev_and_dump(tmp_path, database):
     res = replay_gold("dev", dump_dir=tmp_path, database=database)
     assert res["tasks"] == 20 and res["action_reward"] == 1.0 and not res["failed"]

@@ -70,7 +70,7 @@ def test_trajectory_ties_keep_first_seen_and_each_trace_counts_once():
 def test_the_interval_is_wilsons_by_hand_and_wide_on_few_traces():
     """3 of 5 traces: p = 0.6, z = 1.96: centre (0.6 + z^2/10) / (1 + z^2/5) = 0.5566, half-width
     z sqrt(0.6 * 0.4 / 5 + z^2/100) / (1 + z^2/5) = 0.3258: [0.2307, 0.8824] (the textbook figure).
-    2 of 2 is [0.3424, 1]: a bootstrap over 2 traces that agree would say [1, 1]."""
+    2 of 2 is [0.3424, 1], 20 of 20 [0.8389, 1]: a bootstrap over traces that agree would say [1, 1]."""
     def share(k, n):
         return shares([_mv("a") for _ in range(k)] + [_mv("b") for _ in range(n - k)]).share("a")
 
@@ -78,6 +78,7 @@ def test_the_interval_is_wilsons_by_hand_and_wide_on_few_traces():
     assert (s.share, round(s.low, 4), round(s.high, 4)) == (0.6, 0.2307, 0.8824)
     two = shares([_mv("a"), _mv("a")]).share("a")
     assert (round(two.low, 4), two.high) == (0.3424, 1.0)
+    assert (round(share(20, 20).low, 4), share(20, 20).high) == (0.8389, 1.0)
     small, big = share(6, 20), share(120, 400)
     assert big.high - big.low < (small.high - small.low) / 2  # ~ 1/sqrt(n): 20x the traces, ~4.5x narrower
 

@@ -74,8 +74,9 @@ def _cli_env(extra: dict[str, str]) -> str:
     return out.stdout.rsplit("POLICY=", 1)[1]
 
 
-def test_the_cli_makes_waiting_threads_sleep_unless_the_user_chose():
-    assert _cli_env({}) == "PASSIVE"
+def test_the_cli_sets_the_wait_policy_unless_the_user_chose():
+    assert _cli_env({threads.ENV: "passive"}) == "PASSIVE"
+    assert _cli_env({}) in ("PASSIVE", "-")  # the default samples the machine: spin (unset) or sleep
     assert _cli_env({"OMP_WAIT_POLICY": "ACTIVE"}) == "ACTIVE"  # the user's choice is kept
     assert _cli_env({threads.ENV: "torch"}) == "-"  # PyTorch's defaults, as before the layout
 
@@ -94,10 +95,12 @@ def test_others_busy_counts_the_cores_kept_busy_between_two_samples(monkeypatch)
     assert threads.others_busy(0.0, read=lambda: "not a stat file") is None
 
 
-def _auto_policy(busy: float | None) -> str:
-    """What ``AGENTGRAD_THREADS=auto`` chooses in a process without torch, the machine's other load
-    being ``busy`` cores, and the OMP_WAIT_POLICY it leaves."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"} | {threads.ENV: "auto"}
+def _auto_policy(busy: float | None, setting: str | None = "auto") -> str:
+    """What ``AGENTGRAD_THREADS=setting`` (None: unset, the default) chooses in a process without torch, the
+    machine's other load being ``busy`` cores, and the OMP_WAIT_POLICY it leaves."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", threads.ENV)}
+    if setting is not None:
+        env[threads.ENV] = setting
     code = ("import os, sys; from agentgrad.models import threads; assert 'torch' not in sys.modules; "
             f"print(threads.configure_process(lambda: {busy!r}), os.environ.get('OMP_WAIT_POLICY', '-'))")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -109,6 +112,8 @@ def test_auto_spins_on_an_idle_machine_and_sleeps_beside_another_job():
     assert _auto_policy(0.1) == "spin -"  # PyTorch's default: spinning threads
     assert _auto_policy(1.8) == "passive PASSIVE"
     assert _auto_policy(None) == "passive PASSIVE"  # nothing could be read: the fair layout
+    assert _auto_policy(0.1, None) == "spin -" and _auto_policy(1.8, None) == "passive PASSIVE"  # the default
+    assert _auto_policy(0.1, "passive") == "passive PASSIVE"  # always sleep, idle or not
 
 
 def test_the_cli_refuses_a_bad_setting_in_one_line():

@@ -26,8 +26,8 @@ from conftest import ROOT, run_script
 INDEX = json.loads((ROOT / "records" / "index.json").read_text(encoding="utf-8"))
 GROUPS = INDEX["groups"]
 # a number as a page or a table prints it: 0.38, -0.089, +0.00, 1,167, 9200, 1e-28, p=9.4e-08; not the
-# digits of a name (l1, s11, w3) nor the second number of a range (0.98-1.00 is 0.98 and 1.00)
-NUM = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
+# digits of a name (l1, s11, w3) nor the second number of a range (0.98-1.00 is 0.98 and 1.00); a ratio's 2.3x is 2.3
+NUM = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![^\Wx]|x\w)")
 LOWER_RANGE = re.compile(r"(?<=\d)-(?=\d)")
 
 
@@ -171,6 +171,7 @@ def test_every_number_of_a_quote_is_checked():
 def test_the_number_matching_is_strict_enough():
     assert numbers("0.98-1.00 of `gbc:max_l1` s11, p 1e-28; 1,167 / 243 of 9,200 (4, 11)") == \
         ["0.98", "1.00", "1e-28", "1,167", "243", "9,200", "4", "11"]
+    assert numbers("(2.3x), 0x1f, 16x16") == ["2.3"]
     assert close("-0.09", "-0.089") and close("0.84", "0.83") and not close("0.84", "0.82")
     assert close("12", "12") and not close("12", "13") and not close("0", "+0.00")
     assert close("1e-28", "2e-28") and not close("1e-28", "3e-28")
@@ -197,8 +198,13 @@ def untraced_numbers(page: str, allowed: tuple[str, ...]) -> list[str]:
     for phrase in allowed:
         assert phrase in text, f"{page} no longer says {phrase!r}: take it out of the allowed phrases"
         text = text.replace(phrase, " ")
-    return [f"{n} in ...{text[max(0, i - 60):i + 20]}..." for n, i in
-            ((m.group(0), m.start()) for m in NUM.finditer(re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), text)))]
+    text = re.sub(r"`[^`]*`", lambda m: " " * len(m.group(0)), text)
+    text = NOT_A_FIGURE.sub(lambda m: " " * len(m.group(0)), text)
+    return [f"{n} in ...{text[max(0, i - 60):i + 20]}..." for n, i in ((m.group(0), m.start()) for m in NUM.finditer(text))]
+
+
+# a date (2026-12-06) or a package's version (1.26.0, v0.7.5) is no figure
+NOT_A_FIGURE = re.compile(r"(?<![\w.])(?:\d{4}-\d{2}-\d{2}|v?\d+\.\d+\.\d+)(?![\w])")
 
 
 # reference pages read number by number: every number a figure of the index or named here with its words
@@ -210,13 +216,91 @@ AUDITED_PAGES = {
     "docs/run-directory.md": ("at most 100 characters", "10 hex digits of its SHA-256", "(schema version 1)"),
     "docs/cli.md": ("a step every 3", "each of 184 real failures", "127.0.0.1", "not UTF-8", "(80 columns",
                     "within 4,096 tokens", "exit 2", "default 64", "Retries 429"),
+    "docs/development.md": ("127.0.0.1", "injects 500/429 failures", "exit 0 or one line", "(8,000 steps",
+                            "(exit 1 when one fails)", "for 20 steps only", "Targets on 2 cores", "within 480 s",
+                            "within 90 s", "within 20 minutes", "at most 4 workers", "framework apps on 20 inputs",
+                            "scores 8 held-out questions, not 48", "measures it on all 48", "over 3 s alone on 2 cores",
+                            "every test over 3 s alone"),
+    "docs/blame-set.md": ("shares sum to 1", "the 95% Wilson score interval", "it gave [1.00, 1.00]",
+                          "each run live on its 20 inputs", "(2 CPU cores,", "(the 20 cities", "all 20 traces",
+                          "the same 20 inputs", "20 live runs", "then gave [1.00, 1.00] on 2 traces that agree",
+                          "Measured on 2 CPU cores", "(2,000 resamples"),
+    "docs/scale.md": ("lets 64 requests per model", "to 1e-5 relative (a test", "(2 cores, fp32, the 120M model",
+                      "8 calls with a 1,000-token prefix and about 400 variable tokens", "16 calls with a 1,000-token prefix",
+                      "holds them within 1e-5", "(for example 8192)", "a local Ray, 2 workers", "answering after 300 ms",
+                      "2 CPU cores):", "step of 32 pipeline episodes", "at 32 the step is one", "one step of 32 conversations",
+                      "one step of 3 episodes (after a warm-up step, the median of 3 steps each)",
+                      "at most (3E + 1) / (E + 1): 2.6 for tau-bench's scripted conversation (E = 4), 2.5 for the pipeline (E = 3)",
+                      "in the same run (2 cores,", "issue 91's targets (alone within 1.15x of PyTorch's defaults, beside the "
+                      "neighbour within 1.6x of its own alone time)", "a fair share of 2 cores is about half, so about 2x",
+                      "between 0 and 10,000", "run (8 planted chain episodes"),
+    "docs/taubench.md": ("at most 30 agent steps", "scores 0", "training tasks (10)"),
+    "docs/multiwoz.md": ("(PPTOD's PMUL3688 has 5 of 6)", "MultiWOZ 2.2's gold states", "(MultiWOZ 2.1 labels",
+                         "checked on 2026-11-23 against the 16 prediction files", "(commit fe0c8e6, 2025-01-14)",
+                         "100 test dialogues sampled with seed 42", "(all 1,000 test dialogues do)",
+                         "MultiWOZ 2.1 dialogues with the 2.4 split lists", "**2.1 labels**", "the 2.4 `data.json`",
+                         "`partial_ratio` >= 90", "fuzzywuzzy 0.18 + python-Levenshtein 0.27",
+                         "reads MultiWOZ 2.2 states and the 2.2 delexicalisation", "this one 2.1 states",
+                         "(the paper: 30, a step every 3)"),
 }
+
+
+# numbers a page states that a test asserts, or that a stored table of published figures holds, rather than a
+# record: page -> {phrase: "tests/FILE.py::test_name" or "PATH"}; the test must exist and its own source hold every
+# number of the phrase (it asserts that figure), or the file (a paper's figures stored as data) must hold them
+TESTED: dict[str, dict[str, str]] = {
+    "docs/taubench.md": {
+        "the 16 tools with": "tests/benchmarks/test_taubench_env.py::test_tasks_load",
+        "the 16 tools' schemas": "tests/benchmarks/test_taubench_env.py::test_tasks_load",
+        "all 16 tools": "tests/benchmarks/test_taubench_env.py::test_tasks_load",
+        "1.0 over all 635 tasks (train 500, dev 20, test 115)":
+            "tests/benchmarks/test_taubench_env.py::test_every_gold_replay_earns_the_full_action_reward",
+        "(44: for example": "tests/benchmarks/test_taubench_env.py::test_every_gold_replay_earns_the_full_action_reward",
+    },
+    "docs/blame-set.md": {
+        "2 of 2 traces give [0.34, 1.00], 20 of 20 [0.84, 1.00]":
+            "tests/blame/test_team_verdict.py::test_the_interval_is_wilsons_by_hand_and_wide_on_few_traces",
+        "[0.34, 1.00] on these 2 traces, [0.84, 1.00] where 20 of 20 agree":
+            "tests/blame/test_team_verdict.py::test_the_interval_is_wilsons_by_hand_and_wide_on_few_traces",
+    },
+    "docs/multiwoz.md": {
+        "gives JGA 100 and slot F1 100 on the sample": "tests/benchmarks/test_multiwoz.py::test_gold_system_scores_jga_and_f1_100",
+        "On all 1,000 test dialogues (`--n 1000`) gold gives **Inform 93.8 and Success 90.9**; the standard evaluator's "
+        "published figures for the corpus are 93.7 and 90.9":
+            "tests/benchmarks/test_multiwoz.py::test_gold_on_all_1000_test_dialogues_is_the_standard_evaluators_figure_within_one_dialogue",
+    },
+}
+
+
+def source_of_test(test: str) -> str:
+    """The source of the test function ``tests/FILE.py::name`` (its ``def`` to the next top-level line), or the
+    whole text of a file named without ``::``."""
+    path, _, name = test.partition("::")
+    text = (ROOT / path).read_text(encoding="utf-8")
+    if not name:
+        return text
+    m = re.search(rf"^def {re.escape(name)}\(.*?(?=^\S)", text + "\nEND", flags=re.S | re.M)
+    assert m, f"{test}: no such test"
+    return m.group(0)
 
 
 @pytest.mark.parametrize("page", sorted(AUDITED_PAGES))
 def test_every_number_an_audited_page_states_is_a_traced_figure_or_named(page):
-    left = untraced_numbers(page, AUDITED_PAGES[page])
+    tested = TESTED.get(page, {})
+    for phrase, test in tested.items():
+        src = numbers(source_of_test(test))
+        missing = [n for n in numbers(phrase) if not any(close(n, x) for x in src)]
+        assert not missing, f"{page}: {phrase!r}: {test} does not state {missing}"
+    left = untraced_numbers(page, AUDITED_PAGES[page] + tuple(tested))
     assert not left, f"numbers of {page} that no index quote holds:\n" + "\n".join(left)
+
+
+def test_a_tested_phrase_must_name_a_test_that_states_its_numbers():
+    src = source_of_test("tests/project/test_records.py::test_the_number_matching_is_strict_enough")
+    assert "9,200" in numbers(src) and "9,201" not in numbers(src)
+    assert close("0.34", "0.3424") and not close("20", "20.4")  # a figure to its printed digit, a count exactly
+    with pytest.raises(AssertionError, match="no such test"):
+        source_of_test("tests/project/test_records.py::test_that_does_not_exist")
 
 
 def test_every_number_the_readme_states_is_a_traced_figure():

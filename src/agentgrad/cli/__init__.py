@@ -134,7 +134,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from agentgrad.models.threads import configure_process
 
     try:
-        configure_process()  # waiting OpenMP threads sleep: a run beside another job does not spin against it
+        configure_process()  # waiting OpenMP threads spin on an idle machine, sleep beside another job
     except AgentgradError as e:  # a bad AGENTGRAD_THREADS: one line, before anything runs
         err_console.print("[bold red]error:[/bold red] " + escape(one_line(str(e))), highlight=False, soft_wrap=True)
         return e.exit_code

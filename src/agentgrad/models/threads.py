@@ -5,23 +5,19 @@ concurrent episode, :mod:`agentgrad.models.batching`) and the one attribution in
 passes, under the scorer's lock). PyTorch gives every thread that runs an operator its own OpenMP
 team of ``torch.get_num_threads()`` threads, and OpenMP threads that wait at a barrier **spin** by
 default: beside another job they take the CPU that job (or the other team) needs, so a run's CPU time
-grew 2.5x beside a two-thread neighbour. The layout:
+grew 2.5x beside a two-thread neighbour. The layout (the default, ``auto``): the wait policy is chosen when the process starts, from what the
+machine is doing then (:func:`others_busy`: the cores other processes kept busy over a tenth of a
+second): PyTorch's spinning where the machine is otherwise idle (the faster layout alone), sleeping
+threads (``OMP_WAIT_POLICY=PASSIVE``) where another job computes. It cannot see a job that starts later
+(OpenMP reads its policy once, when PyTorch loads; the CLI sets it before). The wait policy changes no
+result. The intra-op thread count is PyTorch's (every core), whatever the concurrency, so that a run at
+``--concurrency N`` computes exactly the numbers of the sequential run (float reductions depend on the
+thread count).
 
-- waiting OpenMP threads sleep (``OMP_WAIT_POLICY=PASSIVE``), set by the CLI before PyTorch loads
-  (a program that imports agentgrad sets it itself, before it imports torch, if it wants the same);
-  the wait policy changes no result;
-- the intra-op thread count is PyTorch's (every core), whatever the concurrency, so that a run at
-  ``--concurrency N`` computes exactly the numbers of the sequential run (float reductions depend on
-  the thread count).
-
-``AGENTGRAD_THREADS=N`` gives every computing thread N intra-op threads instead, in every run
-(sequential or concurrent alike, so the two still agree); ``AGENTGRAD_THREADS=torch`` leaves
-PyTorch's defaults alone, wait policy included: the layout before this one, for comparison
-(``benchmarks/contention.py``). ``AGENTGRAD_THREADS=auto`` chooses the wait policy when the process
-starts, from what the machine is doing then (:func:`others_busy`: the cores other processes kept busy
-over a quarter of a second): PyTorch's spinning where the machine is otherwise idle (the faster
-layout alone), sleeping threads where another job computes. It cannot see a job that starts later
-(OpenMP reads its policy once). Not the default until ``benchmarks/contention.py`` has measured it.
+``AGENTGRAD_THREADS=passive`` makes waiting threads sleep always (the default until 2026-12-06);
+``AGENTGRAD_THREADS=N`` gives every computing thread N intra-op threads, in every run (sequential or
+concurrent alike, so the two still agree); ``AGENTGRAD_THREADS=torch`` leaves PyTorch's defaults alone,
+wait policy included. ``benchmarks/contention.py`` measures them (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -41,16 +37,16 @@ BUSY = 0.5  # cores other processes keep busy above which ``auto`` makes waiting
 
 
 def setting() -> int | str | None:
-    """``AGENTGRAD_THREADS`` read: None (unset: the layout above), ``"torch"``, ``"auto"`` or a thread count."""
+    """``AGENTGRAD_THREADS`` read: None (unset: ``auto``), ``"torch"``, ``"auto"``, ``"passive"`` or a thread count."""
     raw = os.environ.get(ENV, "").strip()
     if not raw:
         return None
-    if raw.lower() in ("torch", "auto"):
+    if raw.lower() in ("torch", "auto", "passive"):
         return raw.lower()
     if raw.isdigit() and int(raw) >= 1:
         return int(raw)
     raise ConfigError(f"{ENV}={raw!r}: give a number of threads (1 or more), 'torch' for PyTorch's defaults, "
-                      f"or 'auto' (spin on an idle machine, sleep beside another job)")
+                      f"'auto' (spin on an idle machine, sleep beside another job: the default) or 'passive' (always sleep)")
 
 
 def cpu_times(stat: str) -> tuple[float, float] | None:
@@ -64,7 +60,7 @@ def cpu_times(stat: str) -> tuple[float, float] | None:
     return total - fields[3] - fields[4], total
 
 
-def others_busy(seconds: float = 0.25, read=None) -> float | None:
+def others_busy(seconds: float = 0.1, read=None) -> float | None:
     """How many cores other processes kept busy over ``seconds`` (this process sleeps meanwhile), from
     ``/proc/stat``; None where it cannot be read (not Linux). ``read`` returns the file's text (tests)."""
     def sample() -> str:
@@ -86,17 +82,18 @@ def others_busy(seconds: float = 0.25, read=None) -> float | None:
 
 
 def configure_process(busy=others_busy) -> str:
-    """For a process about to load PyTorch (the CLI): waiting OpenMP threads sleep rather than spin,
-    unless the user chose a wait policy or ``AGENTGRAD_THREADS=torch``; with ``AGENTGRAD_THREADS=auto``
-    they spin where ``busy()`` (the cores other processes use) is under :data:`BUSY` and sleep otherwise.
-    Does nothing once torch is loaded (OpenMP reads the variable when it starts). Returns the layout
-    chosen: ``passive``, ``spin``, ``torch`` or ``user`` (a wait policy the user set)."""
+    """For a process about to load PyTorch (the CLI): unless the user chose a wait policy or
+    ``AGENTGRAD_THREADS=torch``, waiting OpenMP threads spin where ``busy()`` (the cores other processes
+    use) is under :data:`BUSY` and sleep otherwise (``auto``, the default; ``passive``: always sleep;
+    where ``busy()`` cannot tell, sleep). Does nothing once torch is loaded (OpenMP reads the variable when
+    it starts). Returns the layout chosen: ``passive``, ``spin``, ``torch`` or ``user`` (a wait policy
+    the user set)."""
     chosen = setting()
     if "torch" in sys.modules or chosen == "torch":
         return "torch"
     if "OMP_WAIT_POLICY" in os.environ:
         return "user"
-    if chosen == "auto":
+    if chosen != "passive":
         others = busy()
         if others is not None and others < BUSY:
             return "spin"  # PyTorch's default: waiting threads spin
