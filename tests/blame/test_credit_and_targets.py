@@ -61,6 +61,24 @@ def test_chain_by_hand():
     assert split_credit(a, 0.6).shares == approx({0: 0.6 * 3 / 8, 1: 0.6 * 3 / 8, 2: 0.6 / 4})
 
 
+def test_the_worked_example_of_the_docs():
+    """docs/optimisation.md: question n0 -> extractor n1 and planner n2 -> answerer n3, the loss on n3. The
+    answerer's prompt weighs 56.3, its sources 70.4 and 65.7: it keeps 56.3 / 192.4 = 0.293 and passes 0.366
+    and 0.341; the extractor's prompt weighs 108.3 against 97.0 for the question: it keeps 0.366 x 0.527 =
+    0.193 and passes 0.173; the planner's 59.2 against 40.8: it keeps 0.341 x 0.592 = 0.202 and passes 0.139.
+    Shares: answerer 0.293, planner 0.202, extractor 0.193, the question 0.312 (sum 1). With --top-k 1:
+    answerer 0.444, extractor 0.293, planner 0, the question 0.263."""
+    nodes = {0: ("input", "question"), 1: ("call", "extractor"), 2: ("call", "planner"), 3: ("call", "answerer")}
+    edges = [(0, 1, 97.0), (0, 2, 40.8), (1, 3, 70.4), (2, 3, 65.7)]
+    prompts = {1: 108.3, 2: 59.2, 3: 56.3}
+    c = split_credit(att(nodes, edges, [3], prompts), 1.0)
+    assert {k: round(v, 3) for k, v in c.shares.items()} == {3: 0.293, 2: 0.202, 1: 0.193, 0: 0.312}
+    assert sum(c.shares.values()) == pytest.approx(1.0, abs=1e-12)
+    assert [round(100 * c.shares[k]) for k in (3, 2, 1, 0)] == [29, 20, 19, 31]  # per cent, as the page reads them
+    top = split_credit(att(nodes, edges, [3], prompts), 1.0, top_k=1)
+    assert {k: round(v, 3) for k, v in top.shares.items()} == {3: 0.444, 1: 0.293, 2: 0.0, 0: 0.263}
+
+
 def test_fan_in_with_and_without_prompt_weights():
     nodes = {0: ("input", "q"), 1: ("call", "w1"), 2: ("call", "w2"), 3: ("call", "w3"), 4: ("call", "resp")}
     edges = [(0, 1, 1.0), (0, 2, 1.0), (0, 3, 1.0), (1, 4, 1.0), (2, 4, 2.0), (3, 4, 1.0)]

@@ -57,6 +57,10 @@ def test_whowhen_import_all_logs_with_labels():
     assert len(res.traces) == 184 and res.broken == []
     subsets = [t.meta["labels"]["subset"] for t in res.traces]
     assert subsets.count("hand") == 58 and subsets.count("algorithm") == 126
+    # the dataset's own inconsistencies, kept as they are: the labelled agent is not the labelled step's agent
+    odd = [t for t in res.traces if (t.nodes[t.meta["labels"]["mistake_node"]].agent or "").lower()
+           != str(t.meta["labels"]["mistake_agent"]).lower()]
+    assert len(odd) == 6
     assert whowhen_archive() == WHOWHEN
     for tr in res.traces[::20]:
         tr.validate()
