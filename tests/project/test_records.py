@@ -234,6 +234,10 @@ AUDITED_PAGES = {
                       "a development seed (10)", "above 5 nats: below p = 1/148", "the development seed (10)",
                       "from 3, 4, ..., 10 nats, and reported on seed 12", "At most 8 sub-walks", "the invention threshold, 5 nats",
                       "both report seeds (11 and 12)", "within 0.02*", "Seeds 11 and 12 had been read"),
+    "docs/whowhen.md": ("(Zhang et al., ICML 2025)", "126 algorithm-generated logs and 58 hand-crafted ones",
+                        "ties at the top earn 1/ties", "with 95% Wilson intervals", "F in 0, 0.25, 0.5, 0.75, 1",
+                        "its 8,192-token context", "on 2 CPU cores", "the same paper, Table 1,", "Table 1 as summarised",
+                        "arXiv 2509.10401", "arXiv 2606.00765", "arXiv 2509.03312", "(Zhang et al., ICML 2025, abstract)"),
     "docs/optimisation.md": ("0 scores the whole split", "(default 0, which also keeps ties)", "scores 0 before and after",
                              "6 cases of the ablation", "1 - score", "(default 0). Options"),
     "docs/scale.md": ("lets 64 requests per model", "to 1e-5 relative (a test", "(2 cores, fp32, the 120M model",
@@ -260,6 +264,7 @@ AUDITED_PAGES = {
 # record: page -> {phrase: "tests/FILE.py::test_name" or "PATH"}; the test must exist and its own source hold every
 # number of the phrase (it asserts that figure), or the file (a paper's figures stored as data) must hold them
 PUBLISHED_WHOWHEN = "src/agentgrad/benchmarks/whowhen/published/whowhen.json"  # the paper's tables, stored as data
+PUBLISHED_RELATED = "src/agentgrad/benchmarks/whowhen/published/related.json"  # later papers' abstracts, as printed
 TESTED: dict[str, dict[str, str]] = {
     "docs/taubench.md": {
         "the 16 tools with": "tests/benchmarks/test_taubench_env.py::test_tasks_load",
@@ -286,6 +291,12 @@ TESTED: dict[str, dict[str, str]] = {
         "The abstract's 53.5% (agent) and 14.2% (step)": PUBLISHED_WHOWHEN,
         'all-at-once 0.121 / 0.198 / 0.302 / 0.371 / 0.431, step-by-step 0.147 / 0.164 / 0.181 / 0.319 / 0.336, binary search 0.138 / 0.190 / 0.224 / 0.319 / 0.362': PUBLISHED_WHOWHEN,
         'agent 0.570, step 0.123, against all-at-once 0.570 / 0.044 and step-by-step 0.360 / 0.079': PUBLISHED_WHOWHEN,
+    },
+    "docs/whowhen.md": {
+        "| both | 0.535 | 0.142 |": PUBLISHED_WHOWHEN, "| algorithm | 0.543 | 0.125 |": PUBLISHED_WHOWHEN,
+        "| algorithm / hand-crafted | - | 0.4746 / 0.2931 |": PUBLISHED_RELATED,
+        "| algorithm / hand-crafted | - | 0.460 / 0.291 |": PUBLISHED_RELATED,
+        "| hand-crafted | 0.6910 | 0.2068 |": PUBLISHED_RELATED,
     },
     "docs/optimisation.md": {
         "The answerer's prompt weighs 56.3 and its sources, the extractor and the planner, 70.4 and 65.7, so of a loss of 1 it keeps 56.3 / 192.4 = 0.293 and passes 0.366 to the extractor and 0.341 to the planner; the extractor's prompt weighs 108.3 against 97.0 for the question, so it keeps 0.366 x 0.527 = 0.193 and passes 0.173 to the question; the planner's weighs 59.2 against 40.8, so it keeps 0.341 x 0.592 = 0.202 and passes 0.139. Shares: answerer 0.293, planner 0.202, extractor 0.193, the question 0.312 (sum 1). Read: of what went wrong, 29% is the answerer's own doing, 20% and 19% the workers', and 31% came from the question itself (what no prompt can change). With `--top-k 1` the answerer's only kept source is the extractor, and the shares become answerer 0.444, extractor 0.293, planner 0 and the question 0.263.":
