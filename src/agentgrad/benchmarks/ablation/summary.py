@@ -212,6 +212,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
     out.append("|---|" + "---|" * len(fams))
     for s, v in summary["families"].items():
         out.append(f"| {s} | " + " | ".join(f"{v[f][1]} / {v[f][0]}" if f in v else "-" for f in fams) + " |")
+    kept = sum(x[1] for v in summary["families"].values() for x in v.values())
+    tried = sum(x[0] for v in summary["families"].values() for x in v.values())
+    out += ["", f"kept {kept} of {tried} candidate instances in all"]
     out += ["", "| kept case | bugged agent | screen clean -> bugged (damage, threshold) | test clean -> bugged "
                 "(questions) |", "|---|---|---|---|"]
     for c in summary["cases"]:
@@ -233,6 +236,9 @@ def markdown_table(summary: dict[str, Any]) -> str:
                    f"{_vs(s['vs'].get('random'))} | {_vs(s['vs'].get('all'))} | {_ci(s.get('of_oracle'))} | "
                    f"{s['defect_removed']:.2f} | {s['only_bugged_edited']:.2f} | {s['accepted_steps']:.2f} | "
                    f"{s['calls']:.0f} / {s['generated']:.0f} | {s['seconds']:.0f} |")
+    if summary["methods"]:
+        out += ["", f"{sum(s['runs'] for s in summary['methods'].values())} runs of "
+                    f"{len(summary['methods'])} arms on {max(s['cases'] for s in summary['methods'].values())} cases"]
     systems = sorted({k for s in summary["methods"].values() for k in s.get("by_system", {})})
     if len(systems) > 1:
         out += ["", "### Per system: test gain [95% interval] (cases; fixed / broken of question-runs)", "",
