@@ -34,10 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.table:
         for f in args.table:
-            try:
-                print(line(json.loads(f.read_text(encoding="utf-8"))))
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                raise SystemExit(f"error: {f} is not a record of benchmarks/import_spans.py ({e})")
+            print(line(read_record(f)))
         return
     doc = synthetic_export(args.spans)[0] if args.shape == "episodes" else long_export(args.spans)
     n = len(doc["resourceSpans"][0]["scopeSpans"][0]["spans"])
@@ -58,6 +55,20 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rec, indent=1) + "\n", encoding="utf-8")
+
+
+FIELDS = ("shape", "spans", "mb", "traces", "calls", "edges", "broken", "seconds")
+
+
+def read_record(f: Path) -> dict:
+    """A ``--json`` record of this script, or one line naming what is wrong with the file."""
+    try:
+        r = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"error: {f} is not a readable JSON record ({e})")
+    if not isinstance(r, dict) or any(k not in r for k in FIELDS) or not r["seconds"]:
+        raise SystemExit(f"error: {f} is not a record of benchmarks/import_spans.py (it needs {', '.join(FIELDS)})")
+    return r
 
 
 def line(r: dict) -> str:

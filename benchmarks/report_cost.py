@@ -113,9 +113,12 @@ def main() -> None:
     if a.table:
         try:
             f = json.loads(a.table.read_text(encoding="utf-8"))
-            print_figures(f)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"error: {a.table} is not a record of benchmarks/report_cost.py ({e})")
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"error: {a.table} is not a readable JSON record ({e})")
+        need = ("episodes", "shown", "report_mb", "write_seconds")
+        if not isinstance(f, dict) or any(k not in f for k in need):
+            raise SystemExit(f"error: {a.table} is not a record of benchmarks/report_cost.py (it needs {', '.join(need)})")
+        print_figures(f)
         return
     from agentgrad.report.html import write_report
 
