@@ -126,7 +126,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from agentgrad.benchmarks.agentrx.bench import markdown, summary
 
-    print(markdown(summary(read(a.records))), end="")
+    records = read(a.records)
+    print(markdown(summary(records)), end="")
+    cpu: dict[str, float] = {}
+    for r in records:
+        for m, v in r["methods"].items():
+            if "cpu_seconds" in v:
+                cpu[m] = cpu.get(m, 0.0) + v["cpu_seconds"]
+    if any(cpu.values()):  # the scorer's methods: what they cost, summed over every run of the records
+        print("\nCPU seconds, all runs: " + ", ".join(f"{m} {c:,.0f}" for m, c in cpu.items() if c > 0))
     return 0
 
 
