@@ -122,3 +122,17 @@ def test_the_cli_refuses_a_bad_setting_in_one_line():
                          text=True, timeout=120)
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0 and "AGENTGRAD_THREADS='bogus'" in out.stderr
+
+
+def test_auto_samples_the_machine_once_per_process(monkeypatch):
+    """A process that calls the CLI many times (a script, the tests) pays the sampling once."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "torch")  # as before PyTorch loads; restored after the test
+    monkeypatch.setattr(threads, "_spin_chosen", False)
+    calls = []
+    monkeypatch.setattr(threads, "others_busy", lambda *a, **k: calls.append(1) or 0.0)
+    first = threads.configure_process(threads.others_busy)
+    second = threads.configure_process(threads.others_busy)
+    assert (first, second, len(calls)) == ("spin", "spin", 1)
+    assert "OMP_WAIT_POLICY" not in os.environ  # spinning is PyTorch's default: nothing set

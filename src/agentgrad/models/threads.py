@@ -88,17 +88,24 @@ def configure_process(busy=others_busy) -> str:
     where ``busy()`` cannot tell, sleep). Does nothing once torch is loaded (OpenMP reads the variable when
     it starts). Returns the layout chosen: ``passive``, ``spin``, ``torch`` or ``user`` (a wait policy
     the user set)."""
+    global _spin_chosen
     chosen = setting()
     if "torch" in sys.modules or chosen == "torch":
         return "torch"
     if "OMP_WAIT_POLICY" in os.environ:
         return "user"
     if chosen != "passive":
+        if _spin_chosen and busy is others_busy:  # decided once per process: a second CLI call samples nothing
+            return "spin"
         others = busy()
         if others is not None and others < BUSY:
+            _spin_chosen = busy is others_busy
             return "spin"  # PyTorch's default: waiting threads spin
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return "passive"
+
+
+_spin_chosen = False  # this process already chose to spin (OpenMP reads the policy once anyway)
 
 
 def intra_op_threads(concurrency: int = 1) -> int | None:
