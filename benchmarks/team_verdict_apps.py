@@ -42,10 +42,11 @@ from pathlib import Path
 from typing import Any
 
 APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "analyst")),
+        "langgraph-routed": ("CITIES", "researcher", ("supervisor", "researcher", "analyst")),
         "agents-sdk": ("INVOICES", "billing", ("triage", "billing")),
         "smolagents": ("CITIES", "searcher", ("manager", "searcher")),
         "autogen": ("CITIES", "researcher", ("planner", "researcher", "writer"))}  # table, planted agent, every agent
-RUNNERS = {"langgraph": "langgraph_set", "agents-sdk": "agents_set", "smolagents": "smolagents_set",
+RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set", "smolagents": "smolagents_set",
            "autogen": "autogen_set"}
 
 

@@ -107,6 +107,13 @@ def langgraph_set(base_url: str, out: Path, cases: "list[tuple[str, str]]", gena
     return runs
 
 
+def langgraph_routed_set(base_url: str, out: Path, cases: "list[tuple[str, str]]", genai: bool = False
+                         ) -> "list[dict[str, Any]]":
+    """:func:`langgraph_set` with the supervisor's routing replies kept in the messages, as LangGraph's
+    prebuilt supervisor keeps its own turns in the shared history: every later call reads them."""
+    return langgraph_set(base_url, out, cases, genai, routing_in_history=True)
+
+
 def _supervisor_run(llm, table: "dict[str, str]", city: str, question: str, prompts: "tuple[str, str]",
                     routing_in_history: bool) -> "dict[str, Any]":
     """One run of the supervisor app on ``city``, asked ``question``: its tool answers from ``table``
