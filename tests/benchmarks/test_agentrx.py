@@ -92,3 +92,20 @@ def test_the_priors_are_the_registry_names():
     from agentgrad.blame.methods import list_blame_methods
 
     assert set(PRIORS) <= set(list_blame_methods())
+
+
+@needs_agentrx
+def test_a_scored_run_records_the_calls_it_could_not_read(tiny_llama, tmp_path):
+    from agentgrad.attribution.render import render_call
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.benchmarks.agentrx.bench import run_agentrx
+
+    run = next(r for r in load_runs(("tau",))[0] if r.trace.id == "2")
+    sc = Scorer(str(tiny_llama), on_too_long="skip")
+    last = run.trace.calls()[-1]
+    sc.max_context = len(render_call(sc.tokenizer, last).input_ids) - 1  # the loss call alone is too long
+    rec = run_agentrx([run], ["gbc:max_l1:targeted:blend"], tmp_path / "R", sc, settings=("last",))[0]
+    assert rec["target"] == last.id and rec["methods"]["gbc:max_l1:targeted:blend"]["skipped"] == [last.id]
+    sc.max_context += 1  # now it fits: nothing skipped
+    rec = run_agentrx([run], ["gbc:max_l1:targeted:blend"], tmp_path / "S", sc, settings=("last",))[0]
+    assert rec["methods"]["gbc:max_l1:targeted:blend"]["skipped"] == []

@@ -483,7 +483,9 @@ def test_the_records_scripts_refuse_bad_input_in_one_line(tmp_path):
     for args, says in [((inj, str(bogus)), "not a records file of bench inject"),
                        ((inj, str(tmp_path / "none.jsonl")), "not a readable records file"),
                        ((str(ROOT / "benchmarks" / "ablation_table.py"), str(bogus), "--cases", str(bogus)),
-                        "--cases and --noise go together")]:
+                        "--cases and --noise go together"),
+                       ((str(ROOT / "benchmarks" / "agentrx_lengths.py"), "--table", str(bogus)),
+                        "not a record of this script")]:
         done = _script(*args)
         assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
     saved = next(r["path"] for r in INDEX["records"] if r["path"].endswith("blame-results-cpu-2core.json"))

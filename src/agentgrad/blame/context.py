@@ -160,8 +160,12 @@ class BlameContext:
 
     def too_long(self) -> bool:
         """Whether some call the methods needed was longer than the scorer's context (and skipped)."""
-        return any(k[0] == "gradient blame" and v[0].skipped and "context" in v[0].skipped
-                   for k, v in self._cache.items())
+        return bool(self.skipped_calls())
+
+    def skipped_calls(self) -> list[int]:
+        """The calls the methods needed that were longer than the scorer's context (and skipped)."""
+        return sorted({k[1] for k, v in self._cache.items()
+                       if k[0] == "gradient blame" and v[0].skipped and "context" in v[0].skipped})
 
     def whole_attributions(self) -> list[Any]:
         """The whole-output attributions the methods computed (the paper's objective), in node order."""

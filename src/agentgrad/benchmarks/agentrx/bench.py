@@ -19,7 +19,7 @@ from typing import Any, Callable
 from agentgrad.benchmarks.agentrx.data import Run, agent_key
 from agentgrad.benchmarks.stats import paired
 from agentgrad.blame.backward import VerbalLoss
-from agentgrad.blame.context import Blame, top_tied
+from agentgrad.blame.context import Blame, BlameContext, top_tied
 from agentgrad.blame.losses import record_loss
 from agentgrad.blame.outcome import blame_episode
 from agentgrad.core.files import RunFiles, append_line
@@ -115,10 +115,13 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                     from agentgrad.attribution.render import window_trace
 
                     read = window_trace(scorer.tokenizer, run.trace, window)
-                verdict = blame_episode(m, read, loss, scorer, seed=seed)
+                ctx = BlameContext(read, loss, scorer, seed)
+                verdict = blame_episode(m, read, loss, scorer, seed=seed, context=ctx)
                 rec["methods"][m] = {**score(run.trace, verdict.ranking, run),
                                      "seconds": round(time.perf_counter() - t0, 3),
                                      "cpu_seconds": round(time.process_time() - cpu0, 3)}
+                if scorer is not None:  # the calls the walk needed and could not read (longer than the context)
+                    rec["methods"][m]["skipped"] = ctx.skipped_calls()
             append_line(path, json.dumps(rec))
             records.append(rec)
             if on_run:
