@@ -1,4 +1,5 @@
-"""The team verdict on four real apps, recorded: the LangGraph supervisor app, the OpenAI Agents SDK app,
+"""The team verdict on four real apps, recorded: the LangGraph supervisor app (also as ``langgraph-routed``,
+its supervisor's routing replies kept in the messages; reported, not checked), the OpenAI Agents SDK app,
 the smolagents team (a CodeAgent manager and its managed ToolCallingAgent) and the AutoGen AgentChat team
 (a SelectorGroupChat of three agents) of :mod:`agentgrad.testing.framework_apps`, each run live on its 20
 inputs with a defect planted in one agent (its tool reads the next row of its table, so every answer it
@@ -46,6 +47,9 @@ APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "anal
         "agents-sdk": ("INVOICES", "billing", ("triage", "billing")),
         "smolagents": ("CITIES", "searcher", ("manager", "searcher")),
         "autogen": ("CITIES", "researcher", ("planner", "researcher", "writer"))}  # table, planted agent, every agent
+# reported, not checked: the supervisor's routing replies, kept in the history, make faults of their own
+# (docs/blame-set.md), so the planted agent need not be named apart
+UNCHECKED = {"langgraph-routed"}
 RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set", "smolagents": "smolagents_set",
            "autogen": "autogen_set"}
 
@@ -265,6 +269,26 @@ def differ_line(a: dict[str, Any], b: dict[str, Any], method: str) -> str:
             + (f"; differs: {', '.join(differ)}" if differ else ""))
 
 
+def own_words_line(app: str, d: dict[str, Any], spans: Path) -> str:
+    """Where both methods of a blame file name the same agent other than the planted one (a tool's result
+    aside): in how many of those traces the final answer's wrong words first appear in that agent's own
+    output (before any tool result holds them): failures that agent made itself."""
+    from agentgrad.importers.spans import import_file
+
+    _, planted, agents = APPS[app.removesuffix("-control")]
+    traces = {t.id: t for t in import_file(spans).traces}
+    named: dict[str, list[bool]] = {}
+    for t in d["blamed"]:
+        names = {m["agent"] for m in t["methods"].values()}  # an agent, or a tool's name where a tool is blamed
+        if len(names) != 1 or planted in names or not names <= set(agents):
+            continue
+        agent = names.pop()
+        holders = [n for n in traces[t["trace"]].nodes if n.kind in ("call", "tool") and t["wrong"] in n.text]
+        named.setdefault(agent, []).append(bool(holders) and holders[0].kind == "call" and holders[0].name == agent)
+    return f"{app}: " + ("; ".join(f"both methods name {a} in {len(v)} traces, its own words first in {sum(v)}"
+                                    for a, v in sorted(named.items())) or "both methods name no other agent")
+
+
 def table(out: Path) -> str:
     """Every recorded method's shares, one line each, and the reach of each recorded file (``--table``)."""
     lines = []
@@ -276,6 +300,8 @@ def table(out: Path) -> str:
             if (out / app / name).exists():
                 d = json.loads((out / app / name).read_text(encoding="utf-8"))
                 lines += [f"{app}, {name}: {shares_line(d, m)}" for m in d["methods"]]
+                if name == "blame-default.json" and (out / app / "spans.jsonl").exists():
+                    lines.append(own_words_line(app, d, out / app / "spans.jsonl"))
                 if app.endswith("-control"):
                     lines += [f"{app}, {name}: {control_line(d, m)}" for m in d["methods"]]
                     lines += [f"{app}, {name}: failed: expected {expected_of(t)}, the answer says {t['wrong']}"
@@ -358,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{folder[n]}, {name}: {shares_line(data, m)}", flush=True)
                 if a.control:
                     print(f"{folder[n]}, {name}: {control_line(data, m)}", flush=True)
-                else:
+                elif n not in UNCHECKED:
                     bad += check_blame(n, data, m)
     for b in bad:
         print(f"FAILED: {b}", flush=True)

@@ -65,6 +65,7 @@ class SetRecord:
 
 
 LANGGRAPH = SetRecord("langgraph", apps.CITIES, "researcher", ("supervisor", "researcher", "analyst"))
+LANGGRAPH_ROUTED = SetRecord("langgraph-routed", apps.CITIES, "researcher", ("supervisor", "researcher", "analyst"))
 AGENTS_SDK = SetRecord("agents-sdk", apps.INVOICES, "billing", ("triage", "billing"))
 SMOLAGENTS = SetRecord("smolagents", apps.CITIES, "searcher", ("manager", "searcher"))
 AUTOGEN = SetRecord("autogen", apps.CITIES, "researcher", ("planner", "researcher", "writer"))
@@ -244,3 +245,30 @@ def test_the_control_set_with_nothing_planted_is_blamed_as_recorded():
             assert node.kind == "tool" and node.name == "final_answer" and node.meta.get("agent") == "searcher"
             told = next(n.text for n in traces[t["trace"]].nodes if n.name == "lookup_population")
             assert told not in node.text
+
+
+def test_langgraph_with_the_supervisors_turns_kept_reaches_every_call_and_blames_its_own_words():
+    """The LangGraph set with the supervisor's routing replies kept in the messages (docs/blame-set.md,
+    registered before it ran): the final outputs reach every call (the set without them: 76 of 100); the
+    committed blames are what ``blame_set`` computes now; the planted tool holds its defect; and where both
+    methods name the supervisor, the final answer's wrong words first appear in its own reply."""
+    from agentgrad.importers.spans import import_file
+    from agentgrad.runs.blame import reach
+
+    s = LANGGRAPH_ROUTED
+    _planted_in_every_tool_result(s)
+    traces = {t.id: t for t in import_file(s.spans).traces}
+    got = [reach(t) for t in traces.values()]
+    assert (sum(k for k, _ in got), sum(n for _, n in got)) == (100, 100)
+    assert [reach(t) for t in import_file(LANGGRAPH.spans).traces] != got  # the routing replies are what adds them
+    res = ag.blame_set(s.spans, expected=s.expected, methods=["provenance"])
+    _blamed_all(res, s)
+    assert _as_recorded(res, s) == s.record(s.name("provenance"))
+    default = s.record(s.name("default"))
+    assert [t["methods"]["provenance"] for t in default["blamed"]] == [t["methods"]["provenance"] for t in res.to_dict()["blamed"]]
+    own = []
+    for t in default["blamed"]:
+        if {m["agent"] for m in t["methods"].values()} == {"supervisor"}:
+            first = next(n for n in traces[t["trace"]].nodes if n.kind in ("call", "tool") and t["wrong"] in n.text)
+            own.append((first.kind, first.name, first.id) == ("call", "supervisor", t["methods"]["provenance"]["node"]))
+    assert len(own) == 6 and all(own)
