@@ -1,7 +1,8 @@
 """The team verdict on four real apps, recorded: the LangGraph supervisor app (also as ``langgraph-routed``,
 its supervisor's routing replies kept in the messages; reported, not checked), the OpenAI Agents SDK app,
-the smolagents team (a CodeAgent manager and its managed ToolCallingAgent) and the AutoGen AgentChat team
-(a SelectorGroupChat of three agents) of :mod:`agentgrad.testing.framework_apps`, each run live on its 20
+the smolagents team (a CodeAgent manager and its managed ToolCallingAgent), the AutoGen AgentChat team
+(a SelectorGroupChat of three agents) and an AG2 group chat of the same three (read from its messages: AG2
+has no OpenInference instrumentor) of :mod:`agentgrad.testing.framework_apps`, each run live on its 20
 inputs with a defect planted in one agent (its tool reads the next row of its table, so every answer it
 gives is another input's), and the set blamed from the user's expected answers under provenance and under
 the default method (SmolLM2-135M-Instruct as the scorer).
@@ -46,12 +47,13 @@ APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "anal
         "langgraph-routed": ("CITIES", "researcher", ("supervisor", "researcher", "analyst")),
         "agents-sdk": ("INVOICES", "billing", ("triage", "billing")),
         "smolagents": ("CITIES", "searcher", ("manager", "searcher")),
-        "autogen": ("CITIES", "researcher", ("planner", "researcher", "writer"))}  # table, planted agent, every agent
+        "autogen": ("CITIES", "researcher", ("planner", "researcher", "writer")),
+        "ag2": ("CITIES", "researcher", ("planner", "researcher", "writer"))}  # table, planted agent, every agent
 # reported, not checked: the supervisor's routing replies, kept in the history, make faults of their own
 # (docs/blame-set.md), so the planted agent need not be named apart
 UNCHECKED = {"langgraph-routed"}
 RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set", "smolagents": "smolagents_set",
-           "autogen": "autogen_set"}
+           "autogen": "autogen_set", "ag2": "ag2_set"}
 
 
 def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, Any]]:
@@ -73,9 +75,10 @@ def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, A
     with open(d / "expected.jsonl", "w", encoding="utf-8") as f:  # the user's dataset: questions, right answers
         for (key, _), did in zip(cases, runs):
             f.write(json.dumps({"input": did["question"], "expected": right[key]}) + "\n")
-    before, after = compact(tmp)
-    print(f"{app}: spans compacted, {before:,} -> {after:,} bytes", flush=True)
-    tmp.rename(d / "spans.jsonl")
+    if tmp.exists():  # AG2 writes no spans (no OpenInference instrumentor): its messages are the record
+        before, after = compact(tmp)
+        print(f"{app}: spans compacted, {before:,} -> {after:,} bytes", flush=True)
+        tmp.rename(d / "spans.jsonl")
     return runs
 
 
@@ -300,8 +303,9 @@ def table(out: Path) -> str:
             if (out / app / name).exists():
                 d = json.loads((out / app / name).read_text(encoding="utf-8"))
                 lines += [f"{app}, {name}: {shares_line(d, m)}" for m in d["methods"]]
-                if name == "blame-default.json" and (out / app / "spans.jsonl").exists():
-                    lines.append(own_words_line(app, d, out / app / "spans.jsonl"))
+                source = out / app / BLAME_FILES[name][0]
+                if name.endswith("-default.json") and source.exists():
+                    lines.append(own_words_line(app, d, source))
                 if app.endswith("-control"):
                     lines += [f"{app}, {name}: {control_line(d, m)}" for m in d["methods"]]
                     lines += [f"{app}, {name}: failed: expected {expected_of(t)}, the answer says {t['wrong']}"
@@ -342,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     from agentgrad.blame.methods import DEFAULT_METHOD
 
     bad: list[str] = []
-    todo = [n for n in names if not (a.out / folder[n] / "spans.jsonl").exists()]
+    todo = [n for n in names if not any((a.out / folder[n] / f).exists() for f in ("spans.jsonl", "messages.jsonl"))]
     if todo:
         from agentgrad.testing.llama_server import LlamaServer
 

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentgrad.core.trace import Node, Span, ToolCall, Trace
-from agentgrad.importers.base import ImportResult, BadRecord, read_user_text, text_field
+from agentgrad.core.trace import Node, Span, Trace
+from agentgrad.importers.base import ImportResult, BadRecord, read_user_text, text_field, tool_calls
 
 def chat_trace(messages: Any, id: str = "") -> Trace:
     """One conversation (a list of OpenAI-shaped messages) as a trace."""
@@ -47,15 +47,7 @@ def chat_trace(messages: Any, id: str = "") -> Trace:
                 spans.append(Span(src, len(msgs), 0, len(text)))
                 msgs.append({"role": "assistant" if src_role == "assistant" and trace.nodes[src].name == agent
                              else "user", "content": text})
-            calls = []
-            for j, c in enumerate(m.get("tool_calls") or []):
-                try:
-                    f = c.get("function", c)
-                    args = f.get("arguments", {})
-                    calls.append(ToolCall(name=str(f["name"]), arguments=json.loads(args) if isinstance(args, str)
-                                          else dict(args), id=str(c.get("id") or f"call_{i}_{j}")))
-                except (AttributeError, KeyError, TypeError, ValueError):
-                    raise BadRecord(f"message {i} tool_calls[{j}] needs a function name and JSON arguments") from None
+            calls = tool_calls(m.get("tool_calls"), i)
             node = trace.add(Node(id=-1, kind="call", name=agent, text=content, tool_calls=calls, messages=msgs,
                                   spans=spans, parents=sorted({s.source for s in spans}), meta={"message": i}))
             for c in calls:

@@ -9,7 +9,8 @@ AutoGen AgentChat's ``TaskResult.messages`` (``source``, ``type``, ``content``),
 ``user`` / ``user_proxy`` without another agent's name) is an input; ``system`` messages are the
 agents' prompts (by ``name``, else everyone's); AutoGen's ``ToolCallRequestEvent`` becomes the
 requesting call's tool calls and ``ToolCallExecutionEvent`` one tool node per result, whose parent is
-the call that asked. Every other message is a call of its speaker.
+the call that asked; OpenAI ``tool_calls`` on a message and ``tool`` messages (AG2's, with their
+``tool_responses``) the same. Every other message is a call of its speaker.
 
 The data flow of a group chat is a broadcast: every message is visible to every later speaker. A
 call's messages are its agent's prompt (where the log has one) and one user message holding every
@@ -24,8 +25,8 @@ import json
 import re
 from typing import Any
 
-from agentgrad.core.trace import Node, ToolCall, Trace, join_blocks
-from agentgrad.importers.base import BadRecord, text_field
+from agentgrad.core.trace import Node, Trace, join_blocks
+from agentgrad.importers.base import BadRecord, text_field, tool_calls
 
 CHAT_ROLES = ("system", "user", "assistant", "tool", "function", "developer")
 USER = re.compile(r"^(human|user)([ _-]?proxy)?$", re.IGNORECASE)
@@ -91,6 +92,7 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
     prompts = {k: v for k, v in (prompts or {}).items() if isinstance(v, str)}
     first = trace.add(Node(id=-1, kind="input", name="question", text=question)).id if question is not None else 0
     asked: dict[str, int] = {}  # tool call id -> the call node that asked for it
+    named: dict[str, str] = {}  # tool call id -> the tool it named
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise BadRecord(f"message {i} must be an object, got {type(m).__name__}")
@@ -108,30 +110,23 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
         if m.get("role") == "system":
             prompts[agent if m.get("name") else ""] = _content(m, i)
             continue
-        if kind == "ToolCallExecutionEvent":
-            results = m.get("content") if isinstance(m.get("content"), list) else []
+        results = _tool_results(m, kind)
+        if results is not None:
             for j, r in enumerate(results):
                 if not isinstance(r, dict):
                     raise BadRecord(f"message {i} result {j} must be an object")
-                parent = asked.get(str(r.get("call_id")))
-                trace.add(Node(id=-1, kind="tool", name=str(r.get("name") or "tool"), text=_text(r.get("content")),
-                               parents=[parent] if parent is not None else [],
-                               meta={**meta, "tool_call_id": r.get("call_id"), "is_error": bool(r.get("is_error"))}))
+                raw = r.get("call_id") if "call_id" in r else r.get("tool_call_id")  # AutoGen's, OpenAI's
+                parent = asked.get(str(raw))
+                trace.add(Node(id=-1, kind="tool", name=str(r.get("name") or named.get(str(raw), "tool")),
+                               text=_text(r.get("content")), parents=[parent] if parent is not None else [],
+                               meta={**meta, "tool_call_id": raw, "is_error": bool(r.get("is_error"))}))
             continue
         content = _content(m, i)
         if m.get("role") == "human" or USER.match(agent) or (m.get("role") == "user" and not m.get("name")
                                                               and "source" not in m):
             trace.add(Node(id=-1, kind="input", name=agent, text=content, meta=meta))
             continue
-        calls: list[ToolCall] = []
-        if kind == "ToolCallRequestEvent":
-            for j, c in enumerate(m.get("content") or []):
-                try:
-                    args = c.get("arguments", {})
-                    calls.append(ToolCall(name=str(c["name"]), arguments=json.loads(args) if isinstance(args, str)
-                                          else dict(args), id=str(c.get("id") or f"call_{i}_{j}")))
-                except (AttributeError, KeyError, TypeError, ValueError):
-                    raise BadRecord(f"message {i} tool call {j} needs a name and JSON arguments") from None
+        calls = tool_calls(m.get("content") if kind == "ToolCallRequestEvent" else m.get("tool_calls"), i)
         system = prompts.get(agent, prompts.get(""))
         user, spans = join_blocks([(src, "[question]\n" if question is not None and src == first
                                     else f"[{trace.nodes[src].name}]\n", trace.nodes[src].text)
@@ -141,10 +136,22 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
         node = trace.add(Node(id=-1, kind="call", name=agent, text=content, tool_calls=calls, messages=msgs,
                               spans=spans, parents=list(range(first, len(trace.nodes))), meta=meta))
         for c in calls:
-            asked[c.id] = node.id
+            asked[c.id], named[c.id] = node.id, c.name
     if not trace.calls():
         raise BadRecord("no message of an agent: nothing to blame")
     return trace
+
+
+def _tool_results(m: dict[str, Any], kind: str) -> list[Any] | None:
+    """The tool results a message carries, or None for a message that is no tool result: AutoGen's
+    ``ToolCallExecutionEvent`` (its ``content``), AG2's ``tool_responses``, or one OpenAI ``tool`` message."""
+    if kind == "ToolCallExecutionEvent":
+        return m.get("content") if isinstance(m.get("content"), list) else []
+    if isinstance(m.get("tool_responses"), list):
+        return m["tool_responses"]
+    if m.get("role") == "tool":
+        return [m]
+    return None
 
 
 def _text(value: Any) -> str:

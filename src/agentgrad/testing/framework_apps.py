@@ -460,3 +460,90 @@ async def _autogen_run(base_url: str, table: "dict[str, str]", city: str) -> "di
     did["messages"] = [m.model_dump(mode="json") for m in result.messages]
     did["answer"] = str(result.messages[-1].content)
     return did
+
+
+def ag2_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "list[dict[str, Any]]":
+    """Run the AG2 group chat once per ``(city, population its tool returns)``; one dict per case, with
+    ``messages``: the chat's ``GroupChat.messages`` as AG2 keeps them. AG2 has no OpenInference
+    instrumentor, so ``out`` gets no spans: the messages are the record (``team_verdict_apps.py`` writes
+    them). The same team as :func:`autogen_set`: a planner, a researcher with the tool and a writer."""
+    table = dict(cases)
+    return [_ag2_run(base_url, table, city) for city, _ in cases]
+
+
+def _ag2_client(role: str):
+    """AG2's OpenAI client class for ``role``, its replies' form held by llama.cpp as in
+    :func:`_autogen_client`: the planner's and writer's sentence by a grammar, the researcher's first
+    reply a named tool call, its tool result given back as a ``Tool result: ...`` user message."""
+    from autogen.oai.client import OpenAIClient
+    from openai import OpenAI
+
+    def __init__(self, config, **kwargs):
+        OpenAIClient.__init__(self, OpenAI(base_url=str(config["base_url"]), api_key="unused", max_retries=0))
+
+    def create(self, params):
+        params = {k: v for k, v in params.items() if k not in ("model_client_cls", "base_url", "api_key")}
+        msgs = params["messages"]
+        observed = any(m.get("role") == "tool" for m in msgs)
+        params["messages"] = [{"role": "user", "content": f"Tool result: {m['content']}"} if m.get("role") == "tool"
+                              else {k: v for k, v in m.items() if k != "name"} for m in msgs
+                              if not (m.get("role") == "assistant" and m.get("tool_calls"))]
+        if role == "researcher" and not observed and params.get("tools"):
+            fn = params["tools"][0]["function"]
+            fn["parameters"]["properties"]["city"]["pattern"] = _PATTERNS["lookup_population", "city"]
+            params["tool_choice"] = {"type": "function", "function": {"name": fn["name"]}}
+        else:
+            params.pop("tools", None)
+            params["extra_body"] = {"grammar": _PLAN if role == "planner" else _SENTENCE}
+        r = OpenAIClient.create(self, params)
+        for c in r.choices:  # llama.cpp also fills the deprecated function_call beside tool_calls
+            c.message.function_call = None
+        return r
+
+    return type(f"SmolLM2{role.title()}", (OpenAIClient,), {"__init__": __init__, "create": create})
+
+
+def _ag2_run(base_url: str, table: "dict[str, str]", city: str) -> "dict[str, Any]":
+    """One run of the planner -> researcher (-> its tool) -> writer group chat, asked ``city``'s population."""
+    import autogen
+
+    did: dict[str, Any] = {"tools": []}
+
+    def lookup_population(city: str) -> str:
+        result = f"The population of {city} is {table.get(city, 'unknown')}."
+        did["tools"].append(("lookup_population", result))
+        return result
+
+    def agent(name: str, system: str):
+        cls = _ag2_client(name)
+        cfg = {"config_list": [{"model": "smollm2", "model_client_cls": cls.__name__, "base_url": base_url,
+                                "api_key": "unused"}], "cache_seed": None, "temperature": 0, "max_tokens": 60}
+        return autogen.AssistantAgent(name, system_message=system, llm_config=cfg), cls
+
+    user = autogen.UserProxyAgent("user", human_input_mode="NEVER", code_execution_config=False)
+    (planner, p), (researcher, r), (writer, w) = agent("planner", PLANNER), agent("researcher", RESEARCHER), \
+        agent("writer", WRITER)
+    autogen.register_function(lookup_population, caller=researcher, executor=user,
+                              description="The population of a city.")
+    for a, cls in ((planner, p), (researcher, r), (writer, w)):  # after the tool: registering it builds a new client
+        a.register_model_client(model_client_cls=cls)
+
+    def next_speaker(last, chat):
+        said = chat.messages[-1]
+        if last is user and not said.get("tool_responses"):
+            return planner
+        if last is planner or (last is user and said.get("tool_responses")):
+            return researcher
+        if last is researcher:
+            return user if said.get("tool_calls") else writer
+        return None  # the writer has answered
+
+    chat = autogen.GroupChat([user, planner, researcher, writer], messages=[], max_round=8,
+                             speaker_selection_method=next_speaker)
+    manager = autogen.GroupChatManager(chat, llm_config=False)
+    question = SET_QUESTION.format(city=city)
+    user.initiate_chat(manager, message=question, silent=True)
+    did["question"] = question
+    did["messages"] = [dict(m) for m in chat.messages]
+    did["answer"] = str(chat.messages[-1].get("content") or "")
+    return did
