@@ -6,7 +6,7 @@ a script (agentgrad's test server over a FakeModel: no weights, no network).
 
 writes ``autogen_agentchat.json`` (``TaskResult.messages``, each ``model_dump()``: ``source``, ``type``,
 ``content``, tool request and execution events) and ``ag2_groupchat.json`` (``GroupChat.messages``:
-``name`` beside an OpenAI ``role``). Needs ``autogen-agentchat``, ``autogen-ext[openai]`` and ``ag2`` 0.9
+``name`` beside an OpenAI ``role``, the calculator's ``tool_calls`` and the executor's ``tool_responses``). Needs ``autogen-agentchat``, ``autogen-ext[openai]`` and ``ag2`` 0.9
 (its classic ``autogen.GroupChat``; ag2 1.x has another API), in a virtual environment of their own,
 with this checkout on ``PYTHONPATH``. The library versions are written beside the messages (recorded
 with autogen-agentchat 0.7.5 and ag2 0.9.9).
@@ -62,15 +62,31 @@ async def autogen_team(url: str) -> list[dict]:
 
 
 def ag2_chat(url: str) -> list[dict]:
+    """The planner, the calculator (its tool registered with ``register_function``, executed by the user
+    proxy) and the writer, in that order."""
     import autogen
 
     cfg = {"config_list": [{"model": "fake", "base_url": url, "api_key": "unused"}], "cache_seed": None}
     planner = autogen.AssistantAgent("planner", system_message="You are the planner.", llm_config=cfg)
+    calculator = autogen.AssistantAgent("calculator", system_message="You are the calculator.", llm_config=cfg)
     writer = autogen.AssistantAgent("writer", system_message="You are the writer.", llm_config=cfg)
     user = autogen.UserProxyAgent("user_proxy", human_input_mode="NEVER", code_execution_config=False,
                                   is_termination_msg=lambda m: "TERMINATE" in (m.get("content") or ""))
-    chat = autogen.GroupChat([user, planner, writer], messages=[], max_round=4, speaker_selection_method="round_robin")
-    manager = autogen.GroupChatManager(chat, llm_config=cfg)
+    autogen.register_function(multiply, caller=calculator, executor=user, description="Multiply two integers.")
+
+    def next_speaker(last, chat):
+        said = chat.messages[-1]
+        if last is user:
+            return calculator if said.get("tool_responses") else planner
+        if last is planner:
+            return calculator
+        if last is calculator:
+            return user if said.get("tool_calls") else writer
+        return None
+
+    chat = autogen.GroupChat([user, planner, calculator, writer], messages=[], max_round=8,
+                             speaker_selection_method=next_speaker)
+    manager = autogen.GroupChatManager(chat, llm_config=False)
     user.initiate_chat(manager, message=QUESTION)
     return list(chat.messages)
 

@@ -134,15 +134,25 @@ def test_autogen_agentchat_messages_as_the_library_returns_them(tmp_path):
     assert blame["rows"][0]["agent"] == "multiply" and blame["rows"][0]["repair"] == ["calculator"]
 
 
-def test_ag2_group_chat_messages_as_the_library_keeps_them():
-    """A real AG2 GroupChat's messages (ag2 0.9.9): every agent's message is a ``user`` message with its
-    name; the user proxy's first message is the task."""
+def test_ag2_group_chat_messages_as_the_library_keeps_them(tmp_path):
+    """A real AG2 GroupChat's messages (ag2 0.9.9, ``benchmarks/record_group_chats.py --only ag2``): every
+    agent's message is a ``user`` message with its name; the user proxy's first message is the task; the
+    calculator's OpenAI ``tool_calls`` are its call's tool calls and the proxy's ``tool`` message (its
+    ``tool_responses``) a tool node of the named tool, whose parent is the call that asked."""
     res = import_file(DATA / "ag2_groupchat.json")
     assert not res.broken
     tr = res.traces[0]
-    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user_proxy"), ("call", "planner"), ("call", "writer")]
-    assert tr.nodes[2].parents == [0, 1]
+    assert [(n.kind, n.name) for n in tr.nodes] == [("input", "user_proxy"), ("call", "planner"), ("call", "calculator"),
+                                                    ("tool", "multiply"), ("call", "calculator"), ("call", "writer")]
+    assert [(c.name, c.arguments) for c in tr.nodes[2].tool_calls] == [("multiply", {"a": 12, "b": 7})]
+    assert tr.nodes[3].parents == [2] and tr.nodes[3].text == "84"
+    assert tr.nodes[5].parents == [0, 1, 2, 3, 4]
     assert_spans_exact(tr)
+    out = tmp_path / "B"
+    assert main(["blame", str(DATA / "ag2_groupchat.json"), "--loss", "wrong product", "--wrong", "84",
+                 "--method", "provenance", "--out", str(out)]) == 0
+    blame = json.loads((out / "blame.json").read_text())
+    assert blame["rows"][0]["agent"] == "multiply" and blame["rows"][0]["repair"] == ["calculator"]
 
 
 @needs_agentrx
