@@ -65,6 +65,7 @@ class SetRecord:
 
 
 LANGGRAPH = SetRecord("langgraph", apps.CITIES, "researcher", ("supervisor", "researcher", "analyst"))
+AG2 = SetRecord("ag2", apps.CITIES, "researcher", ("planner", "researcher", "writer"), "messages.jsonl", "blame-messages")
 LANGGRAPH_ROUTED = SetRecord("langgraph-routed", apps.CITIES, "researcher", ("supervisor", "researcher", "analyst"))
 AGENTS_SDK = SetRecord("agents-sdk", apps.INVOICES, "billing", ("triage", "billing"))
 SMOLAGENTS = SetRecord("smolagents", apps.CITIES, "searcher", ("manager", "searcher"))
@@ -272,3 +273,40 @@ def test_langgraph_with_the_supervisors_turns_kept_reaches_every_call_and_blames
             first = next(n for n in traces[t["trace"]].nodes if n.kind in ("call", "tool") and t["wrong"] in n.text)
             own.append((first.kind, first.name, first.id) == ("call", "supervisor", t["methods"]["provenance"]["node"]))
     assert len(own) == 6 and all(own)
+
+
+def test_the_ag2_group_chat_is_blamed_as_recorded():
+    """The AG2 group chat (held out, docs/blame-set.md), read from ``GroupChat.messages`` as AG2 keeps them:
+    every tool result about the input's own city holds the next row's figure (one run asked about another
+    city: the researcher's own slip); the committed provenance blame is what ``blame_set`` computes now;
+    the default method names the researcher apart; provenance names the writer exactly where the writer's
+    final figure is one no earlier message holds (its own miscopy)."""
+    from agentgrad.importers.spans import import_file
+
+    s = AG2
+    traces = {t.id: t for t in import_file(s.spans).traces}
+    own = 0
+    for (key, wrong), tr in zip(s.planted, traces.values()):
+        tools = [n.text for n in tr.nodes if n.kind == "tool" and n.name == "lookup_population"]
+        assert tools and all(wrong in t for t in tools if key in t), (key, tools)
+        own += any(key in t for t in tools)
+    assert own == 19
+    res = ag.blame_set(s.spans, expected=s.expected, methods=["provenance"])
+    _blamed_all(res, s)
+    assert _as_recorded(res, s) == s.record(s.name("provenance"))
+    default = s.record(s.name("default"))
+    _names(default["team"], DEFAULT_METHOD, s.agent, s.agents)
+    for t in default["blamed"]:
+        tr = traces[t["trace"]]
+        final = tr.calls()[-1]
+        invented = not any(t["wrong"] in n.text for n in tr.nodes[:final.id])
+        assert (t["methods"]["provenance"]["agent"] == "writer") == invented, t
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(smollm2_missing()), reason=smollm2_missing() or "-")
+def test_the_ag2_default_method_verdict_is_recomputed(smollm2_scorer):
+    """The AG2 set blamed again with the SmolLM2 scorer: every trace's blamed calls are its record's."""
+    res = ag.blame_set(AG2.spans, expected=AG2.expected, scorer=smollm2_scorer)
+    assert [(t["trace"], t["methods"]) for t in res.to_dict()["blamed"]] == \
+        [(t["trace"], t["methods"]) for t in AG2.record(AG2.name("default"))["blamed"]]
