@@ -38,6 +38,21 @@ def measure(subset: str, scorer: str, window: int | None) -> dict:
             "seconds": round(time.perf_counter() - t0, 1), "runs": rows}
 
 
+def load(path: Path) -> dict:
+    """A record this script wrote, or exit with one line that says what is wrong."""
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        sys.exit(f"agentrx_lengths: cannot read {path} as JSON ({e.__class__.__name__})")
+    rows = rec.get("runs") if isinstance(rec, dict) else None
+    keys = ("subset", "scorer", "window", "max_context")
+    if not isinstance(rows, list) or any(k not in rec for k in keys) or not all(
+            isinstance(r, dict) and isinstance(r.get("calls"), int) and isinstance(r.get("over"), list)
+            and r.get("half") in ("A", "B") for r in rows):
+        sys.exit(f"agentrx_lengths: {path} is not a record of this script (made with --out)")
+    return rec
+
+
 def table(rec: dict) -> str:
     def line(rows: list[dict], label: str) -> str:
         calls = sum(r["calls"] for r in rows)
@@ -61,11 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--table", type=Path, help="print a written record")
     a = ap.parse_args(argv)
     if a.table:
-        try:
-            rec = json.loads(a.table.read_text(encoding="utf-8"))
-            print(table(rec))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            sys.exit(f"agentrx_lengths: {a.table} is not a record of this script ({e.__class__.__name__})")
+        print(table(load(a.table)))
         return
     rec = measure(a.subset, a.scorer, a.window or None)
     if a.out:
