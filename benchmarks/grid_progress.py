@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     for i, c in enumerate(chunks, 1):
         print(f"chunk line {i}: {c.get('seconds')} s wall, {c.get('runs')} runs, "
               f"{'stopped' if c.get('stopped') else 'finished'}")
+    print(f"chunk lines, in all: {sum(float(c.get('seconds') or 0) for c in chunks):.1f} s wall")
 
 
 if __name__ == "__main__":
