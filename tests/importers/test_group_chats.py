@@ -59,6 +59,11 @@ def test_a_group_chat_is_a_broadcast_with_exact_spans_and_tool_events():
     ([{"role": "human", "content": "task"}, {"role": "(thought)", "content": "x"}], "names no agent"),
     ([{"role": "WebSurfer", "content": "alone"}], "a log of 1 message"),
     ({"answer": 42}, "is not a trace agentgrad reads"),
+    ([{"role": "user", "name": "user", "content": "task"}, {"role": "user", "name": "planner", "content": "plan"},
+      {"role": "assistant", "name": "calc", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "m", "arguments": "{a: 1"}}]}],
+     "tool call 0 needs a function name and JSON arguments"),
+    ([{"role": "user", "name": "user", "content": "task"}, {"role": "user", "name": "planner", "content": "plan"},
+      {"role": "tool", "name": "user", "content": "84", "tool_responses": ["84"]}], "result 0 must be an object"),
 ])
 def test_hostile_logs_get_one_line_each(tmp_path, capsys, content, message):
     f = tmp_path / "log.json"
