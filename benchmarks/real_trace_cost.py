@@ -3,6 +3,7 @@ method as ``agentgrad blame FILE`` does, against one forward and backward pass o
 conversation measured in the same process (the unit the cost is stated in).
 
     python benchmarks/real_trace_cost.py --out records/real-trace-cost/smollm2.jsonl [--quick] [--resume]
+    python benchmarks/real_trace_cost.py --window 4096 --out records/real-trace-cost/smollm2-window4096.jsonl
     python benchmarks/real_trace_cost.py --table records/real-trace-cost/smollm2.jsonl
 
 Per run (one JSON line, appended as it finishes): its messages, calls and the whole conversation's
@@ -49,20 +50,22 @@ def reference_pass(scorer, trace) -> dict:
             "cpu_seconds": round(time.process_time() - c0, 2), "peak_mb": round(mem.peak / 2**20)}
 
 
-def blame_cost(scorer, trace, loss) -> dict:
+def blame_cost(scorer, trace, loss, window: int | None = None) -> dict:
+    """One blame's cost: ``window`` None is the exact path (every call whole, ``--window 0``); a number,
+    ``agentgrad blame``'s windowed default (``--window 4096``)."""
     from agentgrad.runs.blame import blame_trace
 
     scorer.clear_cache()  # each blame starts cold: no prefix or forward pass kept from another
     t0, c0 = time.perf_counter(), time.process_time()
     with PeakMemory("cpu") as mem:
-        tv = blame_trace(trace, loss, None, scorer, window=None)  # the exact path: every call whole
+        tv = blame_trace(trace, loss, None, scorer, window=window)
     verdict = next(iter(tv.methods.values()))
     return {"target": loss.targets[0], "scored": len(tv.attribution.nodes) if tv.attribution else 0,
             "seconds": round(time.perf_counter() - t0, 2), "cpu_seconds": round(time.process_time() - c0, 2),
             "peak_mb": round(mem.peak / 2**20), "blamed": verdict.node}
 
 
-def run(out: Path, quick: bool, resume: bool) -> None:
+def run(out: Path, quick: bool, resume: bool, window: int | None = None) -> None:
     from agentgrad.attribution.factory import make_scorer
     from agentgrad.benchmarks.agentrx.bench import losses
     from agentgrad.benchmarks.agentrx.data import load_runs
@@ -82,8 +85,10 @@ def run(out: Path, quick: bool, resume: bool) -> None:
         ref = reference_pass(scorer, r.trace)
         rec = {"run": r.trace.id, "messages": len(r.trace.nodes), "calls": len(r.trace.calls()), "reference": ref,
                "scorer": "smollm2 fp32 cpu", "max_context": scorer.max_context, "losses": {}}
+        if window:
+            rec["window"] = window
         for setting, loss in losses(r).items():
-            c = blame_cost(scorer, r.trace, loss)
+            c = blame_cost(scorer, r.trace, loss, window)
             c["ratio"] = round(c["seconds"] / ref["seconds"], 2) if ref["seconds"] else None
             rec["losses"][setting] = c
         with out.open("a", encoding="utf-8") as f:
@@ -158,8 +163,13 @@ def table(path: Path) -> None:
     # a conversation longer than the scorer's context: its last call is skipped, not scored (no cost to compare)
     recs = [r for r in every if r["reference"]["tokens"] <= r.get("max_context", SMOLLM2_CONTEXT)]
     long = [r["run"] for r in every if r not in recs]
-    print(f"{len(recs)} tau-bench runs of AgentRx, SmolLM2 fp32 on the CPU: blame's wall time over one forward and "
-          f"backward pass of the whole conversation" + (f"; {len(long)} longer than the scorer's context left out "
+    windows = {r.get("window") for r in recs}
+    if len(windows) > 1:
+        sys.exit(f"real_trace_cost: {path} mixes runs with and without a window; give one setting a file")
+    window = windows.pop() if windows else None
+    print(f"{len(recs)} tau-bench runs of AgentRx, SmolLM2 fp32 on the CPU, "
+          + (f"every call read within {window:,} tokens (--window {window})" if window else "the exact path (--window 0)")
+          + ": blame's wall time over one forward and backward pass of the whole conversation" + (f"; {len(long)} longer than the scorer's context left out "
                                                        f"(runs {', '.join(long)})" if long else ""))
     print("| loss | runs | median ratio | max ratio | median calls scored |")
     print("|---|---|---|---|---|")
@@ -182,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", type=Path, help="print the table of a records file")
     ap.add_argument("--quick", action="store_true", help="the first 3 runs")
     ap.add_argument("--resume", action="store_true", help="go on in --out: runs done are kept")
+    ap.add_argument("--window", type=int, default=0, help="read every call within this many tokens, as agentgrad "
+                                                          "blame does by default (4096); 0: the exact path")
     ap.add_argument("--memory", action="store_true", help="peak memory of each phase in a process of its own "
                                                           "(--out: its records; --table: print them)")
     ap.add_argument("--runs", default="2,3,4", help="--memory: the runs, by id (comma-separated)")
@@ -196,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.table:
         table(a.table)
     elif a.out:
-        run(a.out, a.quick, a.resume)
+        run(a.out, a.quick, a.resume, a.window or None)
     else:
         ap.error("give --out (measure) or --table (print)")
     return 0
