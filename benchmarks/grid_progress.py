@@ -38,9 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"runs with results: {len(lines(a.grid / 'results.jsonl'))} of {len(kept) * methods * seeds} "
           f"({len(kept)} kept cases x {methods} cells x {seeds} seed(s))")
     print(f"noise edits done: {len(lines(a.grid / 'noise.jsonl'))}")
+    total = 0.0
     for i, c in enumerate(chunks, 1):
+        total += float(c.get("seconds") or 0)
         print(f"chunk line {i}: {c.get('seconds')} s wall, {c.get('runs')} runs, "
-              f"{'stopped' if c.get('stopped') else 'finished'}")
+              f"{'stopped' if c.get('stopped') else 'finished'}; {total:.1f} s wall in all to here")
     print(f"chunk lines, in all: {sum(float(c.get('seconds') or 0) for c in chunks):.1f} s wall")
 
 
