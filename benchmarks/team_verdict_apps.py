@@ -1,4 +1,4 @@
-"""The team verdict on four real apps, recorded: the LangGraph supervisor app (also as ``langgraph-routed``,
+"""The team verdict on five real apps, recorded: the LangGraph supervisor app (also as ``langgraph-routed``,
 its supervisor's routing replies kept in the messages; reported, not checked), the OpenAI Agents SDK app,
 the smolagents team (a CodeAgent manager and its managed ToolCallingAgent), the AutoGen AgentChat team
 (a SelectorGroupChat of three agents) and an AG2 group chat of the same three (read from its messages: AG2
@@ -40,6 +40,7 @@ import json
 import re
 import sys
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +53,8 @@ APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "anal
 # reported, not checked: the supervisor's routing replies, kept in the history, make faults of their own
 # (docs/blame-set.md), so the planted agent need not be named apart
 UNCHECKED = {"langgraph-routed"}
-RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set", "smolagents": "smolagents_set",
-           "autogen": "autogen_set", "ag2": "ag2_set"}
+RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set",
+           "smolagents": "smolagents_set", "autogen": "autogen_set", "ag2": "ag2_set"}
 
 
 def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, Any]]:
@@ -251,12 +252,19 @@ BLAME_FILES = {"blame-provenance.json": ("spans.jsonl", ["provenance"]), "blame-
                "blame-messages-default.json": ("messages.jsonl", None)}
 
 
+@lru_cache(maxsize=None)
+def imported(path: Path) -> tuple[Any, ...]:
+    """The traces agentgrad imports from a recorded file (read once for every line of the table)."""
+    from agentgrad.importers.spans import import_file
+
+    return tuple(import_file(path).traces)
+
+
 def reach_line(path: Path) -> str:
     """How many of the calls of ``path``'s traces their final outputs reach back to, over all its traces."""
-    from agentgrad.importers.spans import import_file
     from agentgrad.runs.blame import reach
 
-    got = [reach(t) for t in import_file(path).traces]
+    got = [reach(t) for t in imported(path)]
     k, n = sum(r[0] for r in got), sum(r[1] for r in got)
     return f"the final outputs reach back to {k} of {n} calls ({k / n:.2f}) over {len(got)} traces"
 
@@ -276,10 +284,8 @@ def own_words_line(app: str, d: dict[str, Any], spans: Path) -> str:
     """Where both methods of a blame file name the same agent other than the planted one (a tool's result
     aside): in how many of those traces the final answer's wrong words first appear in that agent's own
     output (before any tool result holds them): failures that agent made itself."""
-    from agentgrad.importers.spans import import_file
-
     _, planted, agents = APPS[app.removesuffix("-control")]
-    traces = {t.id: t for t in import_file(spans).traces}
+    traces = {t.id: t for t in imported(spans)}
     named: dict[str, list[bool]] = {}
     for t in d["blamed"]:
         names = {m["agent"] for m in t["methods"].values()}  # an agent, or a tool's name where a tool is blamed

@@ -375,6 +375,14 @@ _MODEL_INFO = {"vision": False, "function_calling": True, "json_output": False, 
                "structured_output": False}
 
 
+def _tool_results_as_user(messages: "list[dict[str, Any]]") -> "list[dict[str, Any]]":
+    """OpenAI-shaped messages as SmolLM2 is shown them (as :func:`_tool_results_as_text` does for the Agents
+    SDK): an assistant message that only asked for tools dropped, each tool result a ``Tool result: ...``
+    user message."""
+    return [{"role": "user", "content": f"Tool result: {m['content']}"} if m.get("role") == "tool" else m
+            for m in messages if not (m.get("role") == "assistant" and m.get("tool_calls"))]
+
+
 def _autogen_client(base_url: str, role: str):
     """AutoGen's OpenAI-compatible client on the server, steered for ``role`` (see :data:`PLANNER`)."""
     from autogen_core.models import FunctionExecutionResultMessage
@@ -387,8 +395,7 @@ def _autogen_client(base_url: str, role: str):
             plain = completions.create
 
             async def create(*a, **k):
-                k["messages"] = [{"role": "user", "content": f"Tool result: {m['content']}"} if m.get("role") == "tool"
-                                 else m for m in k["messages"] if not (m.get("role") == "assistant" and m.get("tool_calls"))]
+                k["messages"] = _tool_results_as_user(k["messages"])
                 r = await plain(*a, **k)
                 for c in r.choices:  # llama.cpp also fills the deprecated function_call, which AutoGen refuses
                     c.message.function_call = None
@@ -485,9 +492,7 @@ def _ag2_client(role: str):
         params = {k: v for k, v in params.items() if k not in ("model_client_cls", "base_url", "api_key")}
         msgs = params["messages"]
         observed = any(m.get("role") == "tool" for m in msgs)
-        params["messages"] = [{"role": "user", "content": f"Tool result: {m['content']}"} if m.get("role") == "tool"
-                              else {k: v for k, v in m.items() if k != "name"} for m in msgs
-                              if not (m.get("role") == "assistant" and m.get("tool_calls"))]
+        params["messages"] = [{k: v for k, v in m.items() if k != "name"} for m in _tool_results_as_user(msgs)]
         if role == "researcher" and not observed and params.get("tools"):
             fn = params["tools"][0]["function"]
             fn["parameters"]["properties"]["city"]["pattern"] = _PATTERNS["lookup_population", "city"]
