@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.table:
         print(table(load(a.table)))
         return
+    if a.window < 0:
+        sys.exit("agentrx_lengths: --window takes a number of tokens, or 0 for every call whole")
+    if a.out and a.out.exists():
+        sys.exit(f"agentrx_lengths: {a.out} exists; give a new file")
     rec = measure(a.subset, a.scorer, a.window or None)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)

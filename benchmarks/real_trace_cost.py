@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default="2,3,4", help="--memory: the runs, by id (comma-separated)")
     ap.add_argument("--child", nargs=2, metavar=("RUN", "PHASE"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.window < 0:
+        ap.error("--window takes a number of tokens, or 0 for the exact path")
     if a.child:
         child(*a.child)
     elif a.memory and a.table:
