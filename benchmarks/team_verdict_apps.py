@@ -2,7 +2,8 @@
 its supervisor's routing replies kept in the messages; reported, not checked), the OpenAI Agents SDK app,
 the smolagents team (a CodeAgent manager and its managed ToolCallingAgent), the AutoGen AgentChat team
 (a SelectorGroupChat of three agents) and an AG2 group chat of the same three (read from its messages: AG2
-has no OpenInference instrumentor) of :mod:`agentgrad.testing.framework_apps`, each run live on its 20
+has no OpenInference instrumentor) of :mod:`agentgrad.testing.framework_apps` and
+:mod:`agentgrad.testing.group_chat_apps`, each run live on its 20
 inputs with a defect planted in one agent (its tool reads the next row of its table, so every answer it
 gives is another input's), and the set blamed from the user's expected answers under provenance and under
 the default method (SmolLM2-135M-Instruct as the scorer).
@@ -36,6 +37,7 @@ alarm), printed, not checked; the runs are checked to hold each input's own valu
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import sys
@@ -53,8 +55,9 @@ APPS = {"langgraph": ("CITIES", "researcher", ("supervisor", "researcher", "anal
 # reported, not checked: the supervisor's routing replies, kept in the history, make faults of their own
 # (docs/blame-set.md), so the planted agent need not be named apart
 UNCHECKED = {"langgraph-routed"}
-RUNNERS = {"langgraph": "langgraph_set", "langgraph-routed": "langgraph_routed_set", "agents-sdk": "agents_set",
-           "smolagents": "smolagents_set", "autogen": "autogen_set", "ag2": "ag2_set"}
+RUNNERS = {"langgraph": "framework_apps:langgraph_set", "langgraph-routed": "framework_apps:langgraph_routed_set",
+           "agents-sdk": "framework_apps:agents_set", "smolagents": "framework_apps:smolagents_set",
+           "autogen": "group_chat_apps:autogen_set", "ag2": "group_chat_apps:ag2_set"}  # module:function
 
 
 def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, Any]]:
@@ -64,7 +67,8 @@ def run_app(app: str, url: str, d: Path, plant: bool = True) -> list[dict[str, A
 
     rows = getattr(apps, APPS[app][0])
     cases = apps.planted(rows, plant)
-    run = getattr(apps, RUNNERS[app])
+    module, name = RUNNERS[app].split(":")
+    run = getattr(importlib.import_module(f"agentgrad.testing.{module}"), name)
     tmp = d / "spans.jsonl.part"
     tmp.unlink(missing_ok=True)
     runs = run(url, tmp, cases)

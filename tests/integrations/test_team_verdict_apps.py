@@ -1,5 +1,6 @@
 """The team-level verdict on real apps: the LangGraph supervisor app, the OpenAI Agents SDK app, the
-smolagents team and the AutoGen AgentChat team of :mod:`agentgrad.testing.framework_apps`, each run on 20
+smolagents team, the AutoGen AgentChat team and the AG2 group chat of :mod:`agentgrad.testing.framework_apps`
+and :mod:`agentgrad.testing.group_chat_apps`, each run on 20
 inputs into one OTLP file (AutoGen's also into its own message logs) with a defect planted in one agent (its tool reads the next row of its table, so every answer it
 gives is another input's), and an expected-answers file written as a user would have it (``{"input":
 QUESTION, "expected": ANSWER}``, the right answers). ``agentgrad blame`` writes every loss itself
