@@ -13,8 +13,8 @@ systems (``--case-list FILE``: the cases named in FILE, one per line, ``#`` comm
 set; ``--blind`` withholds the verdict on blame against gain until such a set is complete), so that
 arms run on different seeds can be compared on the runs they share. ``--pairs
 A-B,...`` adds the paired difference of two arms on the (case, seed) runs both have
-(``compare_arms``): its interval, bootstrap p, cases won / lost, and how many of those runs gave the
-same test answers.
+(``compare_arms``): its interval, bootstrap p, the smallest difference it could detect (``detectable``),
+cases won / lost, and how many of those runs gave the same test answers.
 
 Instead of a folder, one or more compact records files (``OUT/records.jsonl`` of a grid, or the
 committed copies of its chunks; :mod:`agentgrad.benchmarks.ablation.records`) give the same figures
@@ -36,7 +36,8 @@ from pathlib import Path
 
 from agentgrad.benchmarks.ablation.grid import load_records
 from agentgrad.benchmarks.ablation.records import read_records
-from agentgrad.benchmarks.ablation.summary import compare_arms, factorial_markdown, markdown_table, summarize
+from agentgrad.benchmarks.ablation.summary import (compare_arms, detectable, factorial_markdown, markdown_table,
+                                                   summarize)
 from agentgrad.errors import AgentgradError
 
 
@@ -119,9 +120,11 @@ def _table(case_rows: list, rows: list, noise: list, *, pairs: list[tuple[str, s
         lines.append("(--blind: the verdict on blame accuracy and precision against test gain is withheld)\n")
     for a, b in pairs:
         v = compare_arms(case_rows, rows, a, b, resamples)
+        least = detectable(v["ci95"])
         lines.append(f"- {a} - {b}: {v['diff']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}], p {v['p']:.3f}, "
-                     f"{v['wins']} cases won / {v['losses']} lost of {v['cases']}; same test answers on "
-                     f"{v['same_answers']} runs" if v["diff"] is not None else f"- {a} - {b}: no runs in common")
+                     f"smallest detectable {'-' if least is None else f'{least:.3f}'}, {v['wins']} cases won / "
+                     f"{v['losses']} lost of {v['cases']}; same test answers on {v['same_answers']} runs"
+                     if v["diff"] is not None else f"- {a} - {b}: no runs in common")
     return "\n".join(lines) + "\n"
 
 

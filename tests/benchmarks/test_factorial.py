@@ -15,7 +15,8 @@ from agentgrad.benchmarks.ablation.cases import LONG_PROMPTS, PROMPT_SETS, SYSTE
 from agentgrad.benchmarks.ablation.defects import plant
 from agentgrad.benchmarks.ablation.grid import run_ablation
 from agentgrad.benchmarks.ablation.records import read_records
-from agentgrad.benchmarks.ablation.summary import CONTRASTS, compare_arms, discordant, factorial_markdown
+from agentgrad.benchmarks.ablation.summary import (CONTRASTS, compare_arms, detectable, discordant,
+                                                   factorial_markdown, share_of)
 from agentgrad.blame.backward import VerbalLoss
 from agentgrad.blame.methods import DEFAULT_METHOD
 from conftest import ROOT, run_script
@@ -227,6 +228,20 @@ def test_the_contrasts_and_their_raw_counts_on_hand_made_records(tmp_path):
     md = factorial_markdown(case_rows, rows, 200)
     assert "| gbc | +0.625" in md and "(2; 5 / 0 of 8)" in md and "| 3 / 1 of 8 |" in md
     assert [c[0] for c in CONTRASTS] == list("abcdef") and "| (f) | gbc/grad | oracle/grad | no runs |" in md
+    # power: (1.96 + 0.84) standard errors, each half the 95% interval over 1.96; the sign test's smallest p
+    # with 2 cases is 2 x 0.5^2 = 0.5
+    least = (v["ci95"][1] - v["ci95"][0]) / 2 / 1.959964 * (1.959964 + 0.841621)
+    assert detectable(v["ci95"]) == pytest.approx(least) and detectable(None) is None
+    assert f"| {least:.3f} | 1 / 0 of 2 (0.500) | 3 / 1 of 8 |" in md
+    assert "share of oracle/grad" not in md  # no oracle runs
+    # the moonshot's share: gbc/grad gains (3 + 2) / 8 against oracle/grad's (4 + 1) / 8 on the same questions
+    oracle = _runs("oracle/grad", {names[0]: "1111", names[1]: "1000"})
+    share = share_of(case_rows, rows + oracle, "gbc/grad", "oracle/grad", 200)
+    assert share[0] == pytest.approx(5 / 5) and share[1] <= share[0] <= share[2]
+    both = _runs("gbc/grad", {names[0]: "1110"}) + oracle  # only the runs both arms have
+    assert share_of(case_rows, both, "gbc/grad", "oracle/grad", 200)[0] == pytest.approx(3 / 4)
+    assert "gbc/grad's gain as a share of oracle/grad's (the moonshot asks at least 0.8): 1.00 [" in \
+        factorial_markdown(case_rows, rows + oracle, 200)
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps({"kind": k, "prompts": "short", **r}) + "\n"
                             for k, rs in (("case", case_rows), ("run", rows)) for r in rs))

@@ -123,16 +123,9 @@ def arm_stats(arm: str, runs: dict[str, dict[int, dict]], kept: dict[str, dict[s
         if b != arm and b in by_arm:
             out["vs"][b] = compare(runs, by_arm[b], resamples)
     if arm != "oracle" and "oracle" in by_arm:
-        common = {c: {s: r for s, r in runs[c].items() if s in by_arm["oracle"].get(c, {})} for c in runs}
-        common = {c: v for c, v in common.items() if v}
-        mats: dict[str, list[list[float]]] = {"a": [], "o": []}
-        for c in sorted(common):
-            qb = _q(kept[c]["test_bugged_q"])
-            for key, src in (("a", common[c]), ("o", {s: by_arm["oracle"][c][s] for s in common[c]})):
-                qs = [_q(r["test_q"]) for r in src.values()]
-                mats[key].append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
-        if mats["a"]:
-            out["of_oracle"] = _stat(crossed_bootstrap(mats, lambda m: m["a"] / m["o"], resamples))
+        share = _share(runs, by_arm["oracle"], kept, resamples)
+        if share is not None:
+            out["of_oracle"] = share
     return out
 
 
@@ -279,6 +272,45 @@ CONTRASTS = [("a", "gbc/grad", "random/random_line"), ("b", "gbc/grad", "gbc/ran
              ("e", "gbc/grad", "provenance/grad"), ("f", "gbc/grad", "oracle/grad")]
 
 
+DETECTABLE = (1.959964 + 0.841621) / 1.959964  # z(0.975) + z(0.80), over z(0.975)
+
+
+def detectable(ci95: list[float] | None) -> float | None:
+    """The smallest difference a contrast with this 95% interval would find at p < 0.05 (two-sided) 4 times
+    in 5 (power 0.8): (z(0.975) + z(0.8)) standard errors, the standard error read off the interval as half
+    its width over z(0.975) (the normal approximation of the bootstrap's spread); None without an interval."""
+    if not ci95 or any(x is None or x != x for x in ci95):
+        return None
+    return DETECTABLE * (ci95[1] - ci95[0]) / 2
+
+
+def share_of(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], a: str, b: str,
+             resamples: int = 2000) -> dict[str, Any] | None:
+    """Arm ``a``'s test gain as a share of arm ``b``'s (``gbc/grad`` of ``oracle/grad``: the factorial's
+    moonshot) on the (case, seed) runs both have, per question against the bugged system, with the crossed
+    bootstrap's interval; None where they share no run."""
+    kept = {c["case"]: c for c in case_rows if c.get("kept") and c.get("test_bugged_q")}
+    by_arm = _by_arm(rows, kept)
+    return _share(by_arm.get(a, {}), by_arm.get(b, {}), kept, resamples)
+
+
+def _share(ra: dict[str, dict[int, dict]], rb: dict[str, dict[int, dict]], kept: dict[str, dict[str, Any]],
+           resamples: int) -> list[float] | None:
+    """:func:`share_of` on two arms' runs (case -> seed -> run)."""
+    mats: dict[str, list[list[float]]] = {"a": [], "b": []}
+    for c in sorted(set(ra) & set(rb)):
+        seeds = sorted(set(ra[c]) & set(rb[c]))
+        if not seeds:
+            continue
+        qb = _q(kept[c]["test_bugged_q"])
+        for key, runs in (("a", ra[c]), ("b", rb[c])):
+            qs = [_q(runs[s]["test_q"]) for s in seeds]
+            mats[key].append([sum(q[i] for q in qs) / len(qs) - qb[i] for i in range(len(qb))])
+    if not mats["a"]:
+        return None
+    return _stat(crossed_bootstrap(mats, lambda m: m["a"] / m["b"], resamples))
+
+
 def discordant(case_rows: list[dict[str, Any]], rows: list[dict[str, Any]], a: str, b: str) -> tuple[int, int, int]:
     """Raw counts of a contrast: question-runs (case, seed, question) on the runs both arms have where
     ``a`` passes and ``b`` fails, the reverse, and all of them."""
@@ -322,18 +354,26 @@ def factorial_markdown(case_rows: list[dict[str, Any]], rows: list[dict[str, Any
                     f"{s['question_runs']})"]
     out += ["", "### Pre-registered contrasts (a - b, paired per question on the runs both have; crossed bootstrap "
                 "over cases and questions; p two-sided, decided at 0.05)", "",
-            "| | a | b | difference [95% interval] | p | cases won / lost of | question-runs a>b / b>a of | "
-            "same test answers (runs) |", "|---|---|---|---|---|---|---|---|"]
+            "| | a | b | difference [95% interval] | p | smallest detectable | cases won / lost of (sign test's "
+            "smallest p) | question-runs a>b / b>a of | same test answers (runs) |", "|---|---|---|---|---|---|---|---|---|"]
     for label, a, b in CONTRASTS:
         if a not in by_arm or b not in by_arm:
-            out.append(f"| ({label}) | {a} | {b} | no runs | | | | |")
+            out.append(f"| ({label}) | {a} | {b} | no runs | | | | | |")
             continue
         v = compare(by_arm[a], by_arm[b], resamples)
         ab, ba, n = discordant(case_rows, rows, a, b)
         if v["diff"] is None:
-            out.append(f"| ({label}) | {a} | {b} | no runs in common | | | | |")
+            out.append(f"| ({label}) | {a} | {b} | no runs in common | | | | | |")
             continue
+        least = detectable(v["ci95"])
         out.append(f"| ({label}) | {a} | {b} | {v['diff']:+.3f} [{v['ci95'][0]:+.3f}, {v['ci95'][1]:+.3f}] | "
-                   f"{v['p']:.3f} | {v['wins']} / {v['losses']} of {v['cases']} | {ab} / {ba} of {n} | "
-                   f"{v['same_answers']} |")
+                   f"{v['p']:.3f} | {'-' if least is None else f'{least:.3f}'} | {v['wins']} / {v['losses']} of "
+                   f"{v['cases']} ({min(1.0, 2 * 0.5 ** v['cases']):.3f}) | {ab} / {ba} of {n} | {v['same_answers']} |")
+    share = share_of(case_rows, rows, "gbc/grad", "oracle/grad", resamples)
+    if share is not None:
+        out += ["", f"gbc/grad's gain as a share of oracle/grad's (the moonshot asks at least 0.8): "
+                    f"{_ci(share, 2)} on the runs both have"]
+    out += ["", "Smallest detectable: the difference the test finds at p < 0.05 with power 0.8, (z(0.975) + z(0.8)) "
+                "standard errors, each read off the interval as its half-width over z(0.975); the sign test over "
+                "cases cannot reach p < 0.05 where its smallest p is above it."]
     return "\n".join(out) + "\n"
