@@ -13,6 +13,7 @@ import torch
 from agentgrad.errors import ConfigError
 from agentgrad.models import threads
 from agentgrad.runs.runner import run_jobs
+from conftest import smollm2_missing
 
 
 def _counts(concurrency: int) -> dict[int, int]:
@@ -95,25 +96,56 @@ def test_others_busy_counts_the_cores_kept_busy_between_two_samples(monkeypatch)
     assert threads.others_busy(0.0, read=lambda: "not a stat file") is None
 
 
-def _auto_policy(busy: float | None, setting: str | None = "auto") -> str:
+def _auto_policy(busy: float | None, setting: str | None = "auto", extra: dict[str, str] | None = None) -> str:
     """What ``AGENTGRAD_THREADS=setting`` (None: unset, the default) chooses in a process without torch, the
-    machine's other load being ``busy`` cores, and the OMP_WAIT_POLICY it leaves."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", threads.ENV)}
+    machine's other load being ``busy`` cores: the layout, the OMP_WAIT_POLICY and OMP_NUM_THREADS it
+    leaves, and the thread count PyTorch then computes with."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", threads.ENV)}
     if setting is not None:
         env[threads.ENV] = setting
+    env |= extra or {}
     code = ("import os, sys; from agentgrad.models import threads; assert 'torch' not in sys.modules; "
-            f"print(threads.configure_process(lambda: {busy!r}), os.environ.get('OMP_WAIT_POLICY', '-'))")
+            f"layout = threads.configure_process(lambda: {busy!r}); import torch; "
+            "print(layout, os.environ.get('OMP_WAIT_POLICY', '-'), os.environ.get('OMP_NUM_THREADS', '-'), "
+            "'one' if torch.get_num_threads() == 1 else 'all')")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
 
-def test_auto_spins_on_an_idle_machine_and_sleeps_beside_another_job():
-    assert _auto_policy(0.1) == "spin -"  # PyTorch's default: spinning threads
-    assert _auto_policy(1.8) == "passive PASSIVE"
-    assert _auto_policy(None) == "passive PASSIVE"  # nothing could be read: the fair layout
-    assert _auto_policy(0.1, None) == "spin -" and _auto_policy(1.8, None) == "passive PASSIVE"  # the default
-    assert _auto_policy(0.1, "passive") == "passive PASSIVE"  # always sleep, idle or not
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: every layout computes with one thread")
+def test_auto_spins_on_an_idle_machine_and_computes_on_one_sleeping_thread_beside_another_job():
+    assert _auto_policy(0.1) == "spin - - all"  # PyTorch's defaults: every core, spinning threads
+    assert _auto_policy(1.8) == "shared PASSIVE 1 one"  # beside a job: one thread, sleeping waits
+    assert _auto_policy(None) == "passive PASSIVE - all"  # nothing could be read: sleep, PyTorch's count
+    assert _auto_policy(0.1, None) == "spin - - all" and _auto_policy(1.8, None) == "shared PASSIVE 1 one"  # default
+    assert _auto_policy(0.1, "passive") == "passive PASSIVE - all"  # always sleep, idle or not
+    assert _auto_policy(1.8, "passive") == "passive PASSIVE - all"
+    assert _auto_policy(1.8, None, {"OMP_NUM_THREADS": "2"}) == "shared PASSIVE 2 all"  # the user's count is kept
+
+
+@pytest.mark.skipif(bool(smollm2_missing()), reason=f"SmolLM2: {smollm2_missing()}")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: nothing to compare")
+def test_one_thread_and_every_core_compute_the_same_numbers(smol):
+    """Why ``auto`` may change the thread count with the machine's load: SmolLM2's logits and the
+    gradients of a call's log-likelihood with respect to its input embeddings (what the scorer computes)
+    are bitwise the same on one thread and on every core, on this CPU."""
+    model, tok = smol.model, smol.tokenizer
+    ids = torch.tensor(tok("The refund policy: " + "order 12 holds a kettle, check its status. " * 30)["input_ids"])[None]
+
+    def once(n: int):
+        torch.set_num_threads(n)
+        emb = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+        logits = model(inputs_embeds=emb).logits
+        logits[0, :-1].float().log_softmax(-1).gather(-1, ids[0, 1:, None]).sum().backward()
+        return logits.detach(), emb.grad
+
+    original = torch.get_num_threads()
+    try:
+        (l1, g1), (ln, gn) = once(1), once(os.cpu_count() or 2)
+    finally:
+        torch.set_num_threads(original)
+    assert ids.shape[1] > 300 and torch.equal(l1, ln) and torch.equal(g1, gn)
 
 
 def test_the_cli_refuses_a_bad_setting_in_one_line():
@@ -126,13 +158,28 @@ def test_the_cli_refuses_a_bad_setting_in_one_line():
 
 def test_auto_samples_the_machine_once_per_process(monkeypatch):
     """A process that calls the CLI many times (a script, the tests) pays the sampling once."""
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv(threads.ENV, raising=False)
+    for name in ("OMP_WAIT_POLICY", threads.ENV):
+        monkeypatch.setenv(name, "")  # recorded, so that what the call sets is undone after the test
+        monkeypatch.delenv(name)
     monkeypatch.delitem(sys.modules, "torch")  # as before PyTorch loads; restored after the test
-    monkeypatch.setattr(threads, "_spin_chosen", False)
+    monkeypatch.setattr(threads, "_chosen", None)
     calls = []
     monkeypatch.setattr(threads, "others_busy", lambda *a, **k: calls.append(1) or 0.0)
     first = threads.configure_process(threads.others_busy)
     second = threads.configure_process(threads.others_busy)
     assert (first, second, len(calls)) == ("spin", "spin", 1)
     assert "OMP_WAIT_POLICY" not in os.environ  # spinning is PyTorch's default: nothing set
+
+
+def test_auto_beside_a_job_is_decided_once_too(monkeypatch):
+    for name in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", threads.ENV):
+        monkeypatch.setenv(name, "")  # recorded, so that what the call sets is undone after the test
+        monkeypatch.delenv(name)
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(threads, "_chosen", None)
+    calls = []
+    monkeypatch.setattr(threads, "others_busy", lambda *a, **k: calls.append(1) or 1.8)
+    first = threads.configure_process(threads.others_busy)
+    second = threads.configure_process(threads.others_busy)  # its own PASSIVE is not the user's choice
+    assert (first, second, len(calls)) == ("shared", "shared", 1)
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and os.environ["OMP_NUM_THREADS"] == "1"

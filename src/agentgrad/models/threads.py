@@ -5,16 +5,20 @@ concurrent episode, :mod:`agentgrad.models.batching`) and the one attribution in
 passes, under the scorer's lock). PyTorch gives every thread that runs an operator its own OpenMP
 team of ``torch.get_num_threads()`` threads, and OpenMP threads that wait at a barrier **spin** by
 default: beside another job they take the CPU that job (or the other team) needs, so a run's CPU time
-grew 2.5x beside a two-thread neighbour. The layout (the default, ``auto``): the wait policy is chosen when the process starts, from what the
-machine is doing then (:func:`others_busy`: the cores other processes kept busy over a tenth of a
-second): PyTorch's spinning where the machine is otherwise idle (the faster layout alone), sleeping
-threads (``OMP_WAIT_POLICY=PASSIVE``) where another job computes. It cannot see a job that starts later
-(OpenMP reads its policy once, when PyTorch loads; the CLI sets it before). The wait policy changes no
-result. The intra-op thread count is PyTorch's (every core), whatever the concurrency, so that a run at
-``--concurrency N`` computes exactly the numbers of the sequential run (float reductions depend on the
-thread count).
+grew 2.5x beside a two-thread neighbour. The layout (the default, ``auto``) is chosen when the process
+starts, from what the machine is doing then (:func:`others_busy`: the cores other processes kept busy
+over a tenth of a second): where the machine is otherwise idle, PyTorch's (every core, spinning
+threads: the faster layout alone); where another job computes, one intra-op thread
+(``OMP_NUM_THREADS=1``) and sleeping waits (``OMP_WAIT_POLICY=PASSIVE``), which leave the other job its
+cores (sleeping waits with every core still made the demo 2.00x slower beside a two-thread job, one
+thread 1.48x: docs/scale.md). It cannot see a job that starts later (OpenMP reads its policy once, when PyTorch
+loads; the CLI sets it before). The wait policy changes no result; the thread count changes none on the
+CPUs measured (SmolLM2's forward and backward passes are bitwise the same on 1 and on every core:
+``tests/models/test_threads.py``), and it is the same at every concurrency, so that a run at
+``--concurrency N`` computes exactly the numbers of the sequential run.
 
-``AGENTGRAD_THREADS=passive`` makes waiting threads sleep always (the default until 2026-12-06);
+``AGENTGRAD_THREADS=passive`` makes waiting threads sleep always, with PyTorch's thread count (the default
+until 2026-12-06);
 ``AGENTGRAD_THREADS=N`` gives every computing thread N intra-op threads, in every run (sequential or
 concurrent alike, so the two still agree); ``AGENTGRAD_THREADS=torch`` leaves PyTorch's defaults alone,
 wait policy included. ``benchmarks/contention.py`` measures them (docs/scale.md).
@@ -84,33 +88,43 @@ def others_busy(seconds: float = 0.1, read=None) -> float | None:
 def configure_process(busy=others_busy) -> str:
     """For a process about to load PyTorch (the CLI): unless the user chose a wait policy or
     ``AGENTGRAD_THREADS=torch``, waiting OpenMP threads spin where ``busy()`` (the cores other processes
-    use) is under :data:`BUSY` and sleep otherwise (``auto``, the default; ``passive``: always sleep;
-    where ``busy()`` cannot tell, sleep). Does nothing once torch is loaded (OpenMP reads the variable when
-    it starts). Returns the layout chosen: ``passive``, ``spin``, ``torch`` or ``user`` (a wait policy
-    the user set)."""
-    global _spin_chosen
+    use) is under :data:`BUSY`; otherwise they sleep, and under ``auto`` (the default) the process
+    computes with one intra-op thread (``OMP_NUM_THREADS=1``, unless the user set it: PyTorch reads it
+    when it loads, and every thread of the process, and its child processes, start from it).
+    ``passive``: always sleep, PyTorch's thread count; where ``busy()`` cannot tell, the same. Does nothing
+    once torch is loaded (OpenMP reads the variables when it starts). Decided once per process: a second
+    call samples nothing. Returns the layout chosen: ``spin``, ``shared`` (sleeping, one thread),
+    ``passive``, ``torch`` or ``user`` (a wait policy the user set)."""
+    global _chosen
     chosen = setting()
     if "torch" in sys.modules or chosen == "torch":
         return "torch"
-    if "OMP_WAIT_POLICY" in os.environ:
+    if "OMP_WAIT_POLICY" in os.environ and _chosen != "shared":
         return "user"
+    sampled = busy is others_busy
     if chosen != "passive":
-        if _spin_chosen and busy is others_busy:  # decided once per process: a second CLI call samples nothing
-            return "spin"
+        if _chosen in ("spin", "shared") and sampled:  # decided once per process
+            return _chosen
         others = busy()
         if others is not None and others < BUSY:
-            _spin_chosen = busy is others_busy
+            _chosen = "spin" if sampled else None
             return "spin"  # PyTorch's default: waiting threads spin
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        if others is not None:
+            os.environ.setdefault("OMP_NUM_THREADS", "1")
+            _chosen = "shared" if sampled else None
+            return "shared"
+        return "passive"
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     return "passive"
 
 
-_spin_chosen = False  # this process already chose to spin (OpenMP reads the policy once anyway)
+_chosen: str | None = None  # what this process's sampling chose (``spin`` or ``shared``), once
 
 
 def intra_op_threads(concurrency: int = 1) -> int | None:
     """The intra-op threads of each computing thread (the same for every ``concurrency``), or None
-    for PyTorch's default."""
+    for the process's (PyTorch's default, or the one thread ``auto`` chose beside another job)."""
     chosen = setting()
     return chosen if isinstance(chosen, int) else None
 
