@@ -29,8 +29,9 @@ smolagents team (:func:`smolagents_set`) runs only as a set; the AutoGen and AG2
 
 # no ``from __future__ import annotations``: LangGraph reads the State TypedDict's annotations at run time
 import asyncio
+import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 CITY, POPULATION, WRONG_POPULATION = "Lyon", "522,250", "9,999,999"
 INVOICE, AMOUNT, WRONG_AMOUNT = "INV-1001", "$142.50", "$9,999.00"
@@ -66,15 +67,22 @@ def planted(table: "tuple[tuple[str, str], ...]", plant: bool) -> "list[tuple[st
     return [(k, table[(i + 1) % len(table)][1] if plant else v) for i, (k, v) in enumerate(table)]
 
 
-def span_provider(out: Path):
-    """An OpenTelemetry tracer provider that appends OTLP JSON to ``out``, a span at a time."""
+@contextlib.contextmanager
+def traced(out: Path, instrumentor: Any, **options: Any) -> Iterator[None]:
+    """Inside it, ``instrumentor`` (an OpenInference instrumentor) traces the app into ``out``: an
+    OpenTelemetry tracer provider that appends OTLP JSON a span at a time; uninstrumented and flushed after."""
     from opentelemetry.exporter.otlp.json.file import FileSpanExporter
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(str(out))))
-    return provider
+    instrumentor.instrument(tracer_provider=provider, **options)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
+        provider.shutdown()
 
 
 def langgraph_supervisor(base_url: str, out: Path, plant: bool = False, genai: bool = False) -> "dict[str, Any]":
@@ -94,21 +102,13 @@ def langgraph_set(base_url: str, out: Path, cases: "list[tuple[str, str]]", gena
     from openinference.instrumentation import TraceConfig
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    provider = span_provider(out)
-    instrumentor = LangChainInstrumentor()
-    instrumentor.instrument(tracer_provider=provider, config=TraceConfig(enable_genai_semconv=genai) if genai else None)
-    runs: list[dict[str, Any]] = []
-    try:
+    config = TraceConfig(enable_genai_semconv=genai) if genai else None
+    with traced(out, LangChainInstrumentor(), config=config):
         llm = ChatOpenAI(model="smollm2", base_url=base_url, api_key="unused", temperature=0, max_tokens=40,
                          max_retries=0)
         table = dict(cases)
-        for city, _ in cases:
-            runs.append(_supervisor_run(llm, table, city, question.format(city=city), supervisor,
-                                        routing_in_history))
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    return runs
+        return [_supervisor_run(llm, table, city, question.format(city=city), supervisor, routing_in_history)
+                for city, _ in cases]
 
 
 def langgraph_routed_set(base_url: str, out: Path, cases: "list[tuple[str, str]]", genai: bool = False
@@ -210,17 +210,8 @@ def agents_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "lis
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     set_trace_processors([])  # no export to OpenAI's servers: only the OpenInference processor
-    provider = span_provider(out)
-    instrumentor = OpenAIAgentsInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    runs: list[dict[str, Any]] = []
-    try:
-        for invoice, amount in cases:
-            runs.append(_handoff_run(base_url, invoice, amount))
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    return runs
+    with traced(out, OpenAIAgentsInstrumentor()):
+        return [_handoff_run(base_url, invoice, amount) for invoice, amount in cases]
 
 
 def _handoff_run(base_url: str, invoice: str, amount: str) -> "dict[str, Any]":
@@ -319,19 +310,10 @@ def smolagents_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> 
     smolagents instrumentor, every trace appended to ``out``; one dict per case."""
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
-    provider = span_provider(out)
-    instrumentor = SmolagentsInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    runs: list[dict[str, Any]] = []
-    try:
+    with traced(out, SmolagentsInstrumentor()):
         model = _steered_model(base_url)
         table = dict(cases)
-        for city, _ in cases:
-            runs.append(_smolagents_run(model, table, city))
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    return runs
+        return [_smolagents_run(model, table, city) for city, _ in cases]
 
 
 def _smolagents_run(model, table: "dict[str, str]", city: str) -> "dict[str, Any]":

@@ -15,7 +15,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agentgrad.testing.framework_apps import NAME_RULE, ARGUMENT_PATTERNS, SET_QUESTION, span_provider
+from agentgrad.testing.framework_apps import ARGUMENT_PATTERNS, NAME_RULE, SET_QUESTION, traced
 
 # The AutoGen AgentChat team: a SelectorGroupChat of a planner, a researcher with a tool and a writer. The
 # selector is a function (AgentChat's ``selector_func``: planner, researcher, writer), since SmolLM2-135M
@@ -84,18 +84,9 @@ def autogen_set(base_url: str, out: Path, cases: "list[tuple[str, str]]") -> "li
     ``TaskResult.messages`` as AutoGen returns them (``model_dump``)."""
     from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
 
-    provider = span_provider(out)
-    instrumentor = AutogenAgentChatInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    runs: list[dict[str, Any]] = []
-    try:
+    with traced(out, AutogenAgentChatInstrumentor()):
         table = dict(cases)
-        for city, _ in cases:
-            runs.append(asyncio.run(_autogen_run(base_url, table, city)))
-    finally:
-        instrumentor.uninstrument()
-        provider.shutdown()
-    return runs
+        return [asyncio.run(_autogen_run(base_url, table, city)) for city, _ in cases]
 
 
 async def _autogen_run(base_url: str, table: "dict[str, str]", city: str) -> "dict[str, Any]":
