@@ -13,6 +13,7 @@ that spin while they wait (4.8x wall and 2.5x CPU before the thread layout was c
     python benchmarks/contention.py --command bench-blame    # agentgrad bench blame, model-free + SmolLM2
     python benchmarks/contention.py --json FILE --env OMP_WAIT_POLICY=ACTIVE   # the old layout, to compare
     python benchmarks/contention.py --env AGENTGRAD_THREADS=auto --baseline AGENTGRAD_THREADS=torch --json FILE
+    python benchmarks/contention.py --late 15 --json FILE    # the neighbour starts 15 s into the command
     python benchmarks/contention.py --table FILE [FILE ...]   # the table of docs/scale.md, from the records
 
 ``--baseline KEY=VALUE`` also runs the command alone under a baseline setting (PyTorch's defaults), in
@@ -77,17 +78,38 @@ def outcome(out: Path) -> dict[str, Any]:
             for m, figs in metrics["groups"]["all"].items()}
 
 
-def timed(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
-    """Wall and CPU seconds of ``cmd`` (its own process tree), which must succeed."""
+def timed(cmd: list[str], env: dict[str, str], late: float | None = None) -> dict[str, float]:
+    """Wall and CPU seconds of ``cmd`` (its own process tree), which must succeed; with ``late``, the
+    neighbour starts that many seconds after the command and is killed when it ends (its CPU time is
+    not the command's: it is this process's child only after it is reaped, and is taken out)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    neighbour = None
+    if late is not None:
+        try:
+            proc.wait(timeout=late)
+        except subprocess.TimeoutExpired:
+            neighbour = start_neighbour()
+    _, err = proc.communicate()
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before the neighbour is reaped: the command's alone
+    if neighbour is not None:
+        neighbour.kill()
+        neighbour.wait()
     if proc.returncode != 0:
-        raise SystemExit(f"error: {' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
+        raise SystemExit(f"error: {' '.join(cmd)} failed ({proc.returncode}): {err.strip()[-400:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+
+
+def start_neighbour() -> subprocess.Popen:
+    """The two-thread PyTorch job, started and computing (its first line read)."""
+    neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
+                                 env={k: v for k, v in os.environ.items()
+                                      if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")})
+    assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "ready"
+    return neighbour
 
 
 def with_env(pairs: list[str], flag: str, p: argparse.ArgumentParser) -> dict[str, str]:
@@ -118,7 +140,10 @@ def table(files: list[Path]) -> None:
         base = r.get("baseline")
         vs = (f"{alone['wall_s'] / base['wall_s']:.2f}x of {base['wall_s']} s ({' '.join(base['env'])})"
               if base else "-")
-        print(f"| {f.name} | {' '.join(r['env']) or 'sleep while waiting (the default then)'} | {alone['wall_s']} s / {alone['cpu_s']} s | "
+        layout = r.get("label") or " ".join(r["env"]) or "sleep while waiting (the default then)"
+        if r.get("late_s") is not None:
+            layout += f"; the neighbour from {r['late_s']:g} s on"
+        print(f"| {f.name} | {layout} | {alone['wall_s']} s / {alone['cpu_s']} s | "
               f"{shared['wall_s']} s / {shared['cpu_s']} s | {ratios['wall']:.2f}x / {ratios['cpu']:.2f}x | {vs} |")
     if results:
         print("\nthe demo's result in every run: " + "; ".join(sorted(results)))
@@ -132,9 +157,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="KEY=VALUE: also run the command alone with this setting first, and compare")
     p.add_argument("--json", type=Path, help="write the figures here")
     p.add_argument("--table", type=Path, nargs="+", help="print the table from these records and stop")
+    p.add_argument("--late", type=float, help="start the neighbour this many seconds after the command, "
+                                             "not before it (a job that starts while a run computes)")
+    p.add_argument("--label", help="the layout's name in the record (default: the --env settings)")
     a = p.parse_args(argv)
     if a.table:
         return table(a.table)
+    if a.late is not None and a.late < 0:
+        p.error(f"--late takes seconds, 0 or more, not {a.late:g}")
     env = with_env(a.env, "--env", p)
     base_env = with_env(a.baseline, "--baseline", p) if a.baseline else None
     work = Path(tempfile.mkdtemp(prefix="agentgrad-contention-"))
@@ -147,16 +177,18 @@ def main(argv: list[str] | None = None) -> None:
                   f"{baseline['cpu_s']} s CPU {baseline['outcome']}", flush=True)
         alone = timed(commands(a.command, work / "alone"), env) | {"outcome": outcome(work / "alone")}
         print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU {alone['outcome']}", flush=True)
-        neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
-                                     env={k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"})
-        try:
-            assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "ready"
-            time.sleep(1.0)
-            shared = timed(commands(a.command, work / "shared"), env) | {"outcome": outcome(work / "shared")}
-        finally:
-            neighbour.kill()
-            neighbour.wait()
-        print(f"{a.command} beside a two-thread PyTorch neighbour: {shared['wall_s']} s wall, "
+        if a.late is not None:  # the neighbour starts while the command runs
+            shared = timed(commands(a.command, work / "shared"), env, a.late) | {"outcome": outcome(work / "shared")}
+        else:
+            neighbour = start_neighbour()
+            try:
+                time.sleep(1.0)
+                shared = timed(commands(a.command, work / "shared"), env) | {"outcome": outcome(work / "shared")}
+            finally:
+                neighbour.kill()
+                neighbour.wait()
+        when = f" from {a.late:g} s on" if a.late is not None else ""
+        print(f"{a.command} beside a two-thread PyTorch neighbour{when}: {shared['wall_s']} s wall, "
               f"{shared['cpu_s']} s CPU {shared['outcome']}", flush=True)
         ratios = {"wall": round(shared["wall_s"] / alone["wall_s"], 2),
                   "cpu": round(shared["cpu_s"] / alone["cpu_s"], 2)}
@@ -167,6 +199,10 @@ def main(argv: list[str] | None = None) -> None:
         if a.json:
             record = {"command": a.command, "env": a.env, "cores": os.cpu_count(), "machine": platform.machine(),
                       "alone": alone, "shared": shared, "ratios": ratios}
+            if a.late is not None:
+                record["late_s"] = a.late
+            if a.label:
+                record["label"] = a.label
             if baseline is not None:
                 record["baseline"] = baseline
             a.json.write_text(json.dumps(record, indent=2) + "\n")

@@ -183,3 +183,74 @@ def test_auto_beside_a_job_is_decided_once_too(monkeypatch):
     second = threads.configure_process(threads.others_busy)  # its own PASSIVE is not the user's choice
     assert (first, second, len(calls)) == ("shared", "shared", 1)
     assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and os.environ["OMP_NUM_THREADS"] == "1"
+
+
+class _Machine:
+    """``/proc/stat``, this process's CPU seconds and the clock, moved by hand: 2 cores, 100 jiffies a second."""
+
+    def __init__(self):
+        self.busy = self.total = 0.0
+        self.cpu = self.now = 0.0
+
+    def run(self, seconds: float, others: float, own: float) -> None:
+        """``seconds`` pass with ``others`` cores busy in other processes and ``own`` in this one."""
+        self.busy += 100 * seconds * (others + own)
+        self.total += 100 * seconds * 2
+        self.cpu += own * seconds
+        self.now += seconds
+
+    def stat(self) -> str:
+        return f"cpu  {int(self.busy)} 0 0 {int(self.total - self.busy)} 0 0 0 0\n"
+
+
+def test_the_thread_count_follows_the_load_of_other_processes_not_its_own(monkeypatch):
+    """The follower's count: every core while only this run computes (even when it keeps both cores busy
+    itself), one thread once another job keeps a core busy, every core again when the job ends; one look
+    every FOLLOW_EVERY seconds at most."""
+    m = _Machine()
+    monkeypatch.setattr(threads, "_chosen", "spin")
+    f = threads.LoadFollower(read=m.stat, cpu=lambda: m.cpu, clock=lambda: m.now, cores=2)
+    assert f.threads == 2 and f.look() is None  # the first look only starts the interval
+    m.run(3, others=0.0, own=2.0)  # alone, busy on both cores: not another job's load
+    assert f.look() == 2
+    m.run(1, others=1.9, own=0.1)
+    assert f.look() is None  # too soon: nothing read
+    m.run(2, others=1.9, own=0.1)  # a two-thread job started
+    assert f.look() == 1
+    m.run(3, others=0.2, own=1.8)  # it ended
+    assert f.look() == 2
+    bad = threads.LoadFollower(read=lambda: "not a stat file", clock=lambda: m.now, cores=2)
+    assert bad.look() is None and bad.threads == 2
+
+
+def test_following_sets_the_calling_threads_count_and_only_under_the_clis_auto(monkeypatch):
+    m = _Machine()
+    original = torch.get_num_threads()
+    monkeypatch.setattr(threads, "_follower", threads.LoadFollower(read=m.stat, cpu=lambda: m.cpu,
+                                                                    clock=lambda: m.now, cores=2))
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setattr(threads, "_chosen", None)  # a library caller: the CLI chose nothing
+        threads.follow_load()
+        m.run(3, others=1.9, own=0.1)
+        threads.follow_load()
+        assert torch.get_num_threads() == 2
+        monkeypatch.setattr(threads, "_chosen", "spin")
+        threads.follow_load()  # the first look starts the interval
+        assert torch.get_num_threads() == 2
+        m.run(3, others=1.9, own=0.1)
+        threads.follow_load()  # the interval shows the job
+        assert torch.get_num_threads() == 1
+        m.run(3, others=0.0, own=1.0)
+        monkeypatch.setenv(threads.ENV, "passive")  # another layout chosen: never followed
+        threads.follow_load()
+        assert torch.get_num_threads() == 1
+        monkeypatch.delenv(threads.ENV)
+        monkeypatch.setattr(threads, "_user_count", True)  # the user's OMP_NUM_THREADS: never followed
+        threads.follow_load()
+        assert torch.get_num_threads() == 1
+        monkeypatch.setattr(threads, "_user_count", False)
+        threads.follow_load()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(original)

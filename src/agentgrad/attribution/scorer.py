@@ -40,6 +40,7 @@ from agentgrad.core.trace import Node, Trace
 from agentgrad.errors import ConfigError, ContextLengthError
 from agentgrad.models.hf import HFModel, HFOptions, context_length, load_tokenizer_and_model
 from agentgrad.models.kvcache import PrefixCache, layers_kv, output_cache, plain_kv_cache
+from agentgrad.models.threads import follow_load
 
 # differentiated tokens from which a pass recomputes its layers in backward (about 5 GB of fp32 activations
 # on SmolLM2-135M; measured: docs/attribution.md)
@@ -265,6 +266,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         kept = self.graphs.get(key)
         if kept is not None:
             return kept, True
+        follow_load()  # this thread's count follows the machine's load (the CLI's auto)
         t0 = time.time()
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
         # a short prefix not cached yet runs in this pass (no gradient reaches it) and is kept from it

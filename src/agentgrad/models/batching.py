@@ -28,6 +28,7 @@ from typing import Any
 
 from agentgrad.errors import ModelError
 from agentgrad.models.kvcache import PrefixCache, cache_kwarg, dynamic_cache, layers_kv, output_cache, plain_kv_cache
+from agentgrad.models.threads import follow_load
 
 _LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()  # batchers whose worker ran
 
@@ -154,6 +155,7 @@ class ContinuousBatcher:
                     return
                 new = [self._waiting.popleft() for _ in range(min(self.max_batch - len(active), len(self._waiting)))]
             try:
+                follow_load()  # this thread's count follows the machine's load, between two steps (the CLI's auto)
                 with self.lock, _inference():
                     if new:
                         cache, mask, active = self._admit(new, active, cache, mask)

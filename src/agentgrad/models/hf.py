@@ -22,6 +22,7 @@ from agentgrad.errors import ContextLengthError, ModelError
 from agentgrad.core.model import Generation, GenerationSettings, ThreadedAsyncMixin
 from agentgrad.models import toolschema
 from agentgrad.models.batching import ContinuousBatcher, supports_continuous_batching
+from agentgrad.models.threads import follow_load
 from agentgrad.models.toolparse import parse_tool_calls
 
 
@@ -263,6 +264,8 @@ class HFModel(ThreadedAsyncMixin):
     def _decode(self, batch: list["_Request"]) -> list[list[int]]:
         """Generated token ids of each request (left-padded into one batch; eos and padding cut)."""
         import torch
+
+        follow_load()
 
         settings = batch[0].settings
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id

@@ -11,8 +11,9 @@ over a tenth of a second): where the machine is otherwise idle, PyTorch's (every
 threads: the faster layout alone); where another job computes, one intra-op thread
 (``OMP_NUM_THREADS=1``) and sleeping waits (``OMP_WAIT_POLICY=PASSIVE``), which leave the other job its
 cores (sleeping waits with every core still made the demo 2.00x slower beside a two-thread job, one
-thread 1.48x: docs/scale.md). It cannot see a job that starts later (OpenMP reads its policy once, when PyTorch
-loads; the CLI sets it before). The wait policy changes no result; the thread count changes none on the
+thread 1.48x: docs/scale.md). The wait policy is read once, when PyTorch loads (the CLI sets it before);
+the thread count then follows the machine while the run computes (:func:`follow_load`: one thread while
+another job computes, every core otherwise), so a job that starts later is seen within seconds. The wait policy changes no result; the thread count changes none on the
 CPUs measured (SmolLM2's forward and backward passes are bitwise the same on 1 and on every core:
 ``tests/models/test_threads.py``), and it is the same at every concurrency, so that a run at
 ``--concurrency N`` computes exactly the numbers of the sequential run.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from typing import Iterator
 
@@ -93,12 +95,14 @@ def configure_process(busy=others_busy) -> str:
     when it loads, and every thread of the process, and its child processes, start from it).
     ``passive``: always sleep, PyTorch's thread count; where ``busy()`` cannot tell, the same. Does nothing
     once torch is loaded (OpenMP reads the variables when it starts). Decided once per process: a second
-    call samples nothing. Returns the layout chosen: ``spin``, ``shared`` (sleeping, one thread),
+    call samples nothing; under ``auto`` the thread count then follows the load (:func:`follow_load`). Returns the layout chosen: ``spin``, ``shared`` (sleeping, one thread),
     ``passive``, ``torch`` or ``user`` (a wait policy the user set)."""
-    global _chosen
+    global _chosen, _user_count
     chosen = setting()
     if "torch" in sys.modules or chosen == "torch":
         return "torch"
+    if _chosen is None:
+        _user_count = "OMP_NUM_THREADS" in os.environ  # the user's own count: kept, and never followed
     if "OMP_WAIT_POLICY" in os.environ and _chosen != "shared":
         return "user"
     sampled = busy is others_busy
@@ -120,6 +124,85 @@ def configure_process(busy=others_busy) -> str:
 
 
 _chosen: str | None = None  # what this process's sampling chose (``spin`` or ``shared``), once
+_user_count = False  # the user set OMP_NUM_THREADS before the CLI chose
+
+FOLLOW_EVERY = 2.0  # seconds between two looks at the machine's load while a run computes
+
+
+class LoadFollower:
+    """While a run computes, its thread count follows the machine: one intra-op thread while other
+    processes keep at least :data:`BUSY` cores busy, every core the process may use otherwise (what
+    ``auto`` chooses when it starts, chosen again as the load changes: a job started after the run is
+    seen). Each computing thread calls :meth:`follow` between two model steps; at most every
+    :data:`FOLLOW_EVERY` seconds it compares the machine's busy time (``/proc/stat``) with this
+    process's own CPU time over the interval, and sets the calling thread's count (PyTorch's count is
+    a thread's own under OpenMP). The wait policy stays what the process started with (OpenMP reads it
+    once); with one thread no team waits, so spinning costs nothing beside a job. Changes no number
+    (:mod:`agentgrad.models.threads`). ``read``, ``cpu`` and ``clock`` stand in for ``/proc/stat``,
+    the process's CPU seconds and the wall clock (tests)."""
+
+    def __init__(self, read=None, cpu=time.process_time, clock=time.monotonic, cores: int | None = None):
+        self._read, self._cpu, self._clock = read or _proc_stat, cpu, clock
+        self.cores = cores or _usable_cores()
+        self._last: tuple[float, float, float, float] | None = None  # (clock, busy, total, own cpu)
+        self.threads = 1 if _chosen == "shared" else self.cores  # what the last look chose
+        self._lock = threading.Lock()
+
+    def look(self) -> int | None:
+        """The thread count the machine's load asks for now (None: too soon since the last look, or
+        the load cannot be read)."""
+        now = self._clock()
+        with self._lock:
+            if self._last is not None and now - self._last[0] < FOLLOW_EVERY:
+                return None
+            try:
+                times = cpu_times(self._read())
+            except OSError:
+                return None
+            if times is None:
+                return None
+            own = self._cpu()
+            last, self._last = self._last, (now, times[0], times[1], own)
+            if last is None or times[1] <= last[2]:
+                return None
+            cores = os.cpu_count() or 1
+            others = cores * (times[0] - last[1]) / (times[1] - last[2]) - (own - last[3]) / max(now - last[0], 1e-9)
+            self.threads = 1 if others >= BUSY else self.cores
+            return self.threads
+
+    def follow(self) -> None:
+        """Set the calling thread's intra-op thread count to what :meth:`look` asks for, if it asks."""
+        n = self.look()
+        torch = sys.modules.get("torch")
+        if n is not None and torch is not None and torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+
+
+def _proc_stat() -> str:
+    with open("/proc/stat", encoding="ascii") as f:
+        return f.read()
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_follower: LoadFollower | None = None
+
+
+def follow_load() -> None:
+    """Between two model steps of a computing thread: its thread count follows the machine's load
+    (:class:`LoadFollower`) where the CLI chose ``auto`` by sampling the machine; nothing otherwise
+    (a library caller, ``AGENTGRAD_THREADS`` set to another layout, a user's OMP_NUM_THREADS)."""
+    global _follower
+    if _chosen is None or _user_count or setting() not in (None, "auto"):
+        return
+    if _follower is None:
+        _follower = LoadFollower()
+    _follower.follow()
 
 
 def intra_op_threads(concurrency: int = 1) -> int | None:
