@@ -241,6 +241,12 @@ def test_following_sets_the_calling_threads_count_and_only_under_the_clis_auto(m
         m.run(3, others=1.9, own=0.1)
         threads.follow_load()  # the interval shows the job
         assert torch.get_num_threads() == 1
+        seen = []  # another computing thread, between two looks: it takes the count the last look chose
+        worker = threading.Thread(target=lambda: (torch.set_num_threads(2), threads.follow_load(),
+                                                  seen.append(torch.get_num_threads())))
+        worker.start()
+        worker.join()
+        assert seen == [1]
         m.run(3, others=0.0, own=1.0)
         monkeypatch.setenv(threads.ENV, "passive")  # another layout chosen: never followed
         threads.follow_load()

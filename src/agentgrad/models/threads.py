@@ -143,7 +143,8 @@ class LoadFollower:
 
     def __init__(self, read=None, cpu=time.process_time, clock=time.monotonic, cores: int | None = None):
         self._read, self._cpu, self._clock = read or _proc_stat, cpu, clock
-        self.cores = cores or _usable_cores()
+        torch = sys.modules.get("torch")  # the count PyTorch chose, where it chose (an idle start), else every core
+        self.cores = cores or (torch.get_num_threads() if torch is not None and _chosen == "spin" else _usable_cores())
         self._last: tuple[float, float, float, float] | None = None  # (clock, busy, total, own cpu)
         self.threads = 1 if _chosen == "shared" else self.cores  # what the last look chose
         self._lock = threading.Lock()
@@ -171,11 +172,12 @@ class LoadFollower:
             return self.threads
 
     def follow(self) -> None:
-        """Set the calling thread's intra-op thread count to what :meth:`look` asks for, if it asks."""
-        n = self.look()
+        """Look (at most every :data:`FOLLOW_EVERY` seconds, whichever thread looks), and give the calling
+        thread the count the last look chose, if it computes with another."""
+        self.look()
         torch = sys.modules.get("torch")
-        if n is not None and torch is not None and torch.get_num_threads() != n:
-            torch.set_num_threads(n)
+        if torch is not None and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
 
 
 def _proc_stat() -> str:
