@@ -163,6 +163,7 @@ def test_auto_samples_the_machine_once_per_process(monkeypatch):
         monkeypatch.delenv(name)
     monkeypatch.delitem(sys.modules, "torch")  # as before PyTorch loads; restored after the test
     monkeypatch.setattr(threads, "_chosen", None)
+    monkeypatch.setattr(threads, "_user_count", False)  # restored after: the call sets it
     calls = []
     monkeypatch.setattr(threads, "others_busy", lambda *a, **k: calls.append(1) or 0.0)
     first = threads.configure_process(threads.others_busy)
@@ -177,6 +178,7 @@ def test_auto_beside_a_job_is_decided_once_too(monkeypatch):
         monkeypatch.delenv(name)
     monkeypatch.delitem(sys.modules, "torch")
     monkeypatch.setattr(threads, "_chosen", None)
+    monkeypatch.setattr(threads, "_user_count", False)  # restored after: the call sets it
     calls = []
     monkeypatch.setattr(threads, "others_busy", lambda *a, **k: calls.append(1) or 1.8)
     first = threads.configure_process(threads.others_busy)
