@@ -13,10 +13,11 @@ threads: the faster layout alone); where another job computes, one intra-op thre
 cores (sleeping waits with every core still made the demo 2.00x slower beside a two-thread job, one
 thread 1.48x: docs/scale.md). The wait policy is read once, when PyTorch loads (the CLI sets it before);
 the thread count then follows the machine while the run computes (:func:`follow_load`: one thread while
-another job computes, every core otherwise), so a job that starts later is seen within seconds. The wait policy changes no result; the thread count changes none on the
-CPUs measured (SmolLM2's forward and backward passes are bitwise the same on 1 and on every core:
-``tests/models/test_threads.py``), and it is the same at every concurrency, so that a run at
-``--concurrency N`` computes exactly the numbers of the sequential run.
+another job computes, every core otherwise), so a job that starts later is seen within seconds. The
+wait policy changes no result; the thread count changes none on the CPUs measured (SmolLM2's forward and
+backward passes are bitwise the same on 1 and on every core: ``tests/models/test_threads.py``), and it is
+the same at every concurrency, so that a run at ``--concurrency N`` computes exactly the numbers of the
+sequential run.
 
 ``AGENTGRAD_THREADS=passive`` makes waiting threads sleep always, with PyTorch's thread count (the default
 until 2026-12-06);
@@ -69,11 +70,7 @@ def cpu_times(stat: str) -> tuple[float, float] | None:
 def others_busy(seconds: float = 0.1, read=None) -> float | None:
     """How many cores other processes kept busy over ``seconds`` (this process sleeps meanwhile), from
     ``/proc/stat``; None where it cannot be read (not Linux). ``read`` returns the file's text (tests)."""
-    def sample() -> str:
-        with open("/proc/stat", encoding="ascii") as f:
-            return f.read()
-
-    read = read or sample
+    read = read or _proc_stat
     try:
         first = read()
         time.sleep(seconds)
@@ -83,8 +80,17 @@ def others_busy(seconds: float = 0.1, read=None) -> float | None:
     a, b = cpu_times(first), cpu_times(second)
     if a is None or b is None:
         return None
-    cores = os.cpu_count() or 1
-    return cores * (b[0] - a[0]) / (b[1] - a[1]) if b[1] > a[1] else 0.0
+    return busy_cores(a, b) if b[1] > a[1] else 0.0
+
+
+def busy_cores(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """How many cores the whole machine kept busy between two :func:`cpu_times` samples (``b`` after ``a``)."""
+    return (os.cpu_count() or 1) * (b[0] - a[0]) / (b[1] - a[1])
+
+
+def _proc_stat() -> str:
+    with open("/proc/stat", encoding="ascii") as f:
+        return f.read()
 
 
 def configure_process(busy=others_busy) -> str:
@@ -95,8 +101,9 @@ def configure_process(busy=others_busy) -> str:
     when it loads, and every thread of the process, and its child processes, start from it).
     ``passive``: always sleep, PyTorch's thread count; where ``busy()`` cannot tell, the same. Does nothing
     once torch is loaded (OpenMP reads the variables when it starts). Decided once per process: a second
-    call samples nothing; under ``auto`` the thread count then follows the load (:func:`follow_load`). Returns the layout chosen: ``spin``, ``shared`` (sleeping, one thread),
-    ``passive``, ``torch`` or ``user`` (a wait policy the user set)."""
+    call samples nothing; under ``auto`` the thread count then follows the load (:func:`follow_load`).
+    Returns the layout chosen: ``spin``, ``shared`` (sleeping, one thread), ``passive``, ``torch`` or
+    ``user`` (a wait policy the user set)."""
     global _chosen, _user_count
     chosen = setting()
     if "torch" in sys.modules or chosen == "torch":
@@ -163,11 +170,10 @@ class LoadFollower:
             if times is None:
                 return None
             own = self._cpu()
-            last, self._last = self._last, (now, times[0], times[1], own)
+            last, self._last = self._last, (now, *times, own)
             if last is None or times[1] <= last[2]:
                 return None
-            cores = os.cpu_count() or 1
-            others = cores * (times[0] - last[1]) / (times[1] - last[2]) - (own - last[3]) / max(now - last[0], 1e-9)
+            others = busy_cores(last[1:3], times) - (own - last[3]) / max(now - last[0], 1e-9)  # minus this run's
             self.threads = 1 if others >= BUSY else self.cores
             return self.threads
 
@@ -178,11 +184,6 @@ class LoadFollower:
         torch = sys.modules.get("torch")
         if torch is not None and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
-
-
-def _proc_stat() -> str:
-    with open("/proc/stat", encoding="ascii") as f:
-        return f.read()
 
 
 def _usable_cores() -> int:
