@@ -147,6 +147,9 @@ def bench_agentrx(
     window: Optional[int] = typer.Option(None, "--window", min=256, help="A measured approximation: every call "
                                                                          "longer than this many tokens reads only "
                                                                          "its latest steps that fit."),
+    edges: str = typer.Option("all", "--edges", help="all, or addressed: each Magentic-One call keeps only "
+                                                     "its address, reply and quoted edges where it has any."),
+    half: str = typer.Option("all", "--half", help="A (where choices are made), B (the report half) or all."),
 ) -> None:
     """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
     beside the priors, as paired differences on the report half (docs/agentrx.md)."""
@@ -163,7 +166,7 @@ def bench_agentrx(
 
     try:
         res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device, loss,
-                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype, window=window)
+                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype, window=window, edges=edges, half=half)
     finally:
         progress.stop()
     print_agentrx(res["summary"], console)

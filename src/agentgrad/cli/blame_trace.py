@@ -143,6 +143,11 @@ def blame_command(
                                                              "prompt, its task and the latest steps that fit (the "
                                                              "same accuracy on AgentRx at 0.75 of the CPU: "
                                                              "docs/agentrx.md); 0: whole, up to the scorer's context."),
+    edges: str = typer.Option("all", "--edges", help="all: every edge the import found (a group chat: every "
+                                                     "earlier message); addressed: a group chat's calls keep "
+                                                     "only the instruction they answer, the reply to their "
+                                                     "own, what they quote (and their own last step, tools and "
+                                                     "the task) where they have any (docs/agentrx.md)."),
     all_calls: bool = typer.Option(False, "--all-calls", help="Score every call first (the report's whole "
                                                                "attribution graph); by default only the calls "
                                                                "the methods read are scored."),
@@ -172,6 +177,12 @@ def blame_command(
     answers = Path(expected) if expected and Path(expected).is_file() else None
     is_set = trace.is_dir() or losses is not None or answers is not None
     names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge), exact=True)
+    from agentgrad.runs.blame import EDGES
+
+    if edges not in EDGES:
+        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    if is_set and edges != "all":
+        raise ConfigError("--edges addressed blames one group chat at a time; give one trace file, or drop --edges")
     if is_set:
         if trace_id is not None or target is not None:
             raise ConfigError(f"{'--trace' if trace_id is not None else '--target'} is for one trace; a set is "
@@ -221,7 +232,8 @@ def blame_command(
     with shown:
         tv = blame_file(trace, loss, wrong=wrong, expected=expected, target=DESCRIBED if target is None else target,
                         trace_id=trace_id, methods=names, scorer=sc, seed=seed, top_k=top_k, judge=jm,
-                        on_method=shown.method, attribute_all=all_calls, meter=shown, window=window or None)
+                        on_method=shown.method, attribute_all=all_calls, meter=shown, window=window or None,
+                        edges=edges)
     written = write_blame(tv, out, top_k, seed)
     tr = tv.data
     node = tr.nodes[tv.verbal.targets[0]]
@@ -231,10 +243,11 @@ def blame_command(
                                       f": {tv.verbal.details['target_reason']}" if tv.verbal.details.get("target_reason")
                                       else ""),
                   highlight=False, markup=False)
-    from agentgrad.runs.blame import reach
+    from agentgrad.runs.blame import reach, with_edges
 
     k, n = reach(tr)
-    console.print(f"the final output reaches back to {k} of {n} calls", highlight=False, markup=False)
+    along = "" if edges == "all" else f" ({reach(with_edges(tr, edges))[0]} along the {edges} edges)"
+    console.print(f"the final output reaches back to {k} of {n} calls{along}", highlight=False, markup=False)
     if tv.note:
         console.print(tv.note, highlight=False, markup=False)
     print_blame_rows([v.row() for v in tv.methods.values()], console)

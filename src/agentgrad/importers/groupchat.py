@@ -17,6 +17,13 @@ call's messages are its agent's prompt (where the log has one) and one user mess
 earlier message under a ``[NAME]`` header, each a span on the node that wrote it
 (:func:`~agentgrad.core.trace.join_blocks`); its parents are every earlier node. The Who&When
 importer is this reader with the log's question as node 0 (:func:`agentgrad.importers.whowhen.whowhen_trace`).
+
+Of a call's broadcast edges, some say more than that the text was there: an explicit address (the
+instruction ``X (-> Y)`` that Y's next message answers, AutoGen's handoff), the reply to the speaker's
+own last address, and the earlier outputs a call quotes. :func:`preferred_edges` finds them;
+:func:`prefer_addressed` keeps only those edges (the speaker's own last message, its tool results and
+the task beside them) on every call that has any, the rest of its context still rendered as the model
+read it (``agentgrad blame --edges addressed``; the default keeps every edge: docs/agentrx.md).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any
 
 from agentgrad.core.trace import Node, Trace, join_blocks
 from agentgrad.importers.base import BadRecord, text_field, tool_calls
+from agentgrad.importers.overlap import Produced
 
 CHAT_ROLES = ("system", "user", "assistant", "tool", "function", "developer")
 USER = re.compile(r"^(human|user)([ _-]?proxy)?$", re.IGNORECASE)
@@ -158,4 +166,75 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-__all__ = ["CHAT_ROLES", "group_chat_trace", "is_group_chat", "speaker"]
+def _key(name: Any) -> str:
+    return "".join(str(name or "").lower().split())
+
+
+def preferred_edges(trace: Trace) -> dict[int, dict[str, list[int]]]:
+    """For each call of a group chat, its edges that say more than a broadcast, by kind (each list of
+    earlier node ids, possibly empty):
+
+    - ``address``: the latest earlier message addressed to the call's speaker (``meta["to"]``);
+    - ``reply``: the messages (and their tool results) of the agent the speaker last addressed, said
+      after that address: the answer it reads;
+    - ``quoted``: the earlier outputs the call's own output quotes (whole, or a run of at least
+      :data:`~agentgrad.importers.overlap.MIN_FRAGMENT` characters from a word start to a word end).
+    """
+    out: dict[int, dict[str, list[int]]] = {}
+    produced = Produced()
+    addressed_to: dict[str, int] = {}  # agent -> the latest message addressed to it
+    last_address: dict[str, tuple[str, int]] = {}  # speaker -> (the agent it last addressed, that message)
+    said: list[tuple[int, str]] = []  # (node, agent) of every message so far, tools under their caller's agent
+    for n in trace.nodes:
+        agent = _key(n.name if n.kind != "tool" else
+                     next((trace.nodes[p].name for p in n.parents if trace.nodes[p].kind == "call"), n.name))
+        if n.kind == "call":
+            edges: dict[str, list[int]] = {"address": [], "reply": [], "quoted": []}
+            if agent in addressed_to:
+                edges["address"].append(addressed_to[agent])
+            if agent in last_address:
+                to, at = last_address[agent]
+                edges["reply"] = [i for i, a in said if i > at and a == to]
+            found = produced.spans(n.text, 0)
+            found += produced.fragments(n.text, 0, found)
+            edges["quoted"] = sorted({s.source for s in found if s.source != n.id})
+            out[n.id] = edges
+            to = n.meta.get("to")
+            if to:
+                addressed_to[_key(to)] = n.id
+                last_address[agent] = (_key(to), n.id)
+        said.append((n.id, agent))
+        if n.kind in ("call", "tool"):
+            produced.add(n.id, n.text)
+    return out
+
+
+def prefer_addressed(trace: Trace) -> Trace:
+    """A copy of a group chat's trace whose calls keep only their preferred edges (:func:`preferred_edges`),
+    with the speaker's own latest earlier message, the tool results of its own calls since then and the
+    inputs beside them, on every call that has an address, reply or quoted edge; a call with none keeps
+    all its edges. Each call's messages are left as the model read them (only which spans are edges
+    changes), and ``meta["edges"]`` says which were kept. A trace that is no group chat is refused."""
+    if trace.meta.get("imported") not in ("groupchat", "whowhen"):
+        raise BadRecord(f"--edges addressed reads a group chat's addresses, and this trace was imported as "
+                        f"{trace.meta.get('imported')!r}: leave --edges at all")
+    prefer = preferred_edges(trace)
+    out = Trace.from_dict(trace.to_dict())
+    for n in out.nodes:
+        edges = prefer.get(n.id)
+        if n.kind != "call" or not edges or not any(edges.values()):
+            continue
+        mine = [p for p in n.parents if out.nodes[p].kind == "call" and _key(out.nodes[p].name) == _key(n.name)]
+        own = mine[-1:] if mine else []
+        tools = [p for p in n.parents if out.nodes[p].kind == "tool" and own
+                 and any(q >= own[0] and _key(out.nodes[q].name) == _key(n.name) for q in out.nodes[p].parents)]
+        keep = set(sum(edges.values(), [])) | set(own) | set(tools) | {
+            p for p in n.parents if out.nodes[p].kind == "input"}
+        n.spans = [s for s in n.spans if s.source in keep]
+        n.parents = [p for p in n.parents if p in keep]
+        n.meta = {**n.meta, "edges": {k: v for k, v in edges.items() if v}}
+    out.meta = {**out.meta, "edges": "addressed"}
+    return out
+
+
+__all__ = ["CHAT_ROLES", "group_chat_trace", "is_group_chat", "prefer_addressed", "preferred_edges", "speaker"]

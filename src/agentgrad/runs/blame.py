@@ -106,10 +106,29 @@ def scorer_for(names: list[str], scorer: Any) -> Any:
     return make_scorer(scorer)
 
 
+EDGES = ("all", "addressed")
+
+
+def with_edges(trace: Trace, edges: str) -> Trace:
+    """``trace`` with the edges ``edges`` names (:data:`EDGES`): ``all`` as imported, ``addressed`` a group
+    chat's preferred edges only (:func:`~agentgrad.importers.groupchat.prefer_addressed`)."""
+    if edges not in EDGES:
+        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    if edges == "all":
+        return trace
+    from agentgrad.importers.base import BadRecord
+    from agentgrad.importers.groupchat import prefer_addressed
+
+    try:
+        return prefer_addressed(trace)
+    except BadRecord as e:
+        raise ConfigError(str(e)) from None
+
+
 def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None, scorer: Any = None,
                 seed: int = 0, top_k: int = 1, judge: Any = None,
                 on_method: Callable[[str], None] | None = None, attribute_all: bool = False,
-                meter: Meter | None = None, window: int | None = WINDOW) -> TraceVerdict:
+                meter: Meter | None = None, window: int | None = WINDOW, edges: str = "all") -> TraceVerdict:
     """Every method's verdict on ``trace`` for ``loss`` (a blamed :class:`TraceVerdict`, which also keeps
     the trace, the loss and the attributions computed in memory); ``scorer`` (a model value or a loaded
     scorer) is loaded only when a method needs gradients. The methods share one context, so a call's
@@ -117,12 +136,20 @@ def blame_trace(trace: Trace, loss: VerbalLoss, methods: list[str] | None = None
     the loss scores the calls it walks through); ``attribute_all`` scores every call first (the whole
     attribution graph for the report, at the price of a backward pass over every call); ``meter`` is
     told of every call scored (a progress display: :class:`~agentgrad.blame.context.Meter`); ``window``:
-    the tokens each call is read within (:data:`agentgrad.blame.methods.WINDOW`; None or 0: whole, up to the scorer's context)."""
+    the tokens each call is read within (:data:`agentgrad.blame.methods.WINDOW`; None or 0: whole, up to the scorer's context);
+    ``edges``: ``all`` (every edge the import found) or ``addressed`` (a group chat's calls keep only their
+    address, reply and quoted edges where they have any: :func:`~agentgrad.importers.groupchat.prefer_addressed`)."""
     t0 = time.time()
     names = list(dict.fromkeys(canonical(m) for m in (methods or [DEFAULT_METHOD])))
     check_expected(names, loss.details.get("expected"))
     sc = scorer_for(names, scorer)
     scored_trace, note = windowed(trace, sc, window)
+    if edges != "all":
+        before = sum(len(n.parents) for n in scored_trace.calls())
+        scored_trace = with_edges(scored_trace, edges)
+        kept = sum(len(n.parents) for n in scored_trace.calls())
+        note = "; ".join(x for x in (note, f"edges: each call's address, reply and quoted edges where it has any "
+                                            f"({kept:,} of {before:,} kept; --edges all: every one)") if x)
     ctx = BlameContext(scored_trace, loss, sc, seed, judge, top_k, meter=meter)  # shared: each call's gradients once
     if sc is not None and attribute_all:
         ctx.prime(sc.attribute(scored_trace)[0])
@@ -144,7 +171,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
                trace_id: str | None = None, methods: list[str] | None = None, scorer: Any = None, seed: int = 0,
                top_k: int = 1, judge: Any = None, on_method: Callable[[str], None] | None = None,
                expected: str | None = None, attribute_all: bool = False, meter: Meter | None = None,
-               window: int | None = WINDOW) -> TraceVerdict:
+               window: int | None = WINDOW, edges: str = "all") -> TraceVerdict:
     """``agentgrad blame``: import ``path``, build the verbal loss, blame with every method.
 
     Args:
@@ -157,6 +184,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
         trace_id: which trace of a file holding several.
         expected: the right answer (or the right text in place of ``wrong``): what the ``contrast``
             objective differentiates the produced output against (``gbc:W:contrast:RULE``).
+        edges: ``all`` or ``addressed`` (:func:`with_edges`).
     """
     res = import_file(path)
     if not res.traces:
@@ -175,7 +203,7 @@ def blame_file(path: str | Path, loss: str, wrong: str | None = None, target: st
                               f"say in words what went wrong with --loss TEXT")
     else:
         vl = verbal_loss(trace, loss, wrong=wrong, target=target, expected=expected)
-    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all, meter, window)
+    out = blame_trace(trace, vl, methods, scorer, seed, top_k, judge, on_method, attribute_all, meter, window, edges)
     out.source, out.broken = str(path), res.broken
     return out
 

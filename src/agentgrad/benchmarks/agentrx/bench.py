@@ -70,13 +70,16 @@ def score(trace: Trace, ranking: list[Blame], run: Run) -> dict[str, Any]:
 def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = None, resume: bool = False,
                 seed: int = 0, on_run: Callable[[dict[str, Any]], None] | None = None,
                 on_method: Callable[[str, str, str], None] | None = None,
-                settings: tuple[str, ...] | None = None, window: int | None = None) -> list[dict[str, Any]]:
+                settings: tuple[str, ...] | None = None, window: int | None = None,
+                edges: str = "all") -> list[dict[str, Any]]:
     """Blame every run under every loss setting of its subset (or those of ``settings``) with
     ``methods``; each (run, setting)'s record is appended to ``out/records.jsonl`` as it finishes.
     ``resume``: the records already there that cover ``methods`` are kept, not run again. ``window``: a
     measured approximation, every call longer than that many tokens reads only its latest steps that
     fit (:func:`~agentgrad.attribution.render.window_trace`, the path a call longer than the scorer's
-    context takes); the scores are on the same nodes. Returns every record of the folder."""
+    context takes); the scores are on the same nodes. ``edges``: ``addressed`` blames each Magentic-One log
+    on its preferred edges (:func:`~agentgrad.runs.blame.with_edges`), the scores again on the same nodes.
+    Returns every record of the folder."""
     files = RunFiles(out)
     path = files.path(RECORDS)
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -106,6 +109,8 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
             rec: dict[str, Any] = {**run.to_dict(), "loss": setting, "target": loss.targets[0],
                                    "target_message": message_of(run.trace, loss.targets[0]),
                                    "rule": loss.details.get("rule"), "methods": {}}
+            if edges != "all":
+                rec["edges"] = edges
             for m in methods:
                 if on_method:
                     on_method(run.trace.id, setting, m)
@@ -115,6 +120,10 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                     from agentgrad.attribution.render import window_trace
 
                     read = window_trace(scorer.tokenizer, run.trace, window)
+                if edges != "all":
+                    from agentgrad.runs.blame import with_edges
+
+                    read = with_edges(read, edges)
                 ctx = BlameContext(read, loss, scorer, seed)
                 verdict = blame_episode(m, read, loss, scorer, seed=seed, context=ctx)
                 rec["methods"][m] = {**score(run.trace, verdict.ranking, run),

@@ -11,6 +11,7 @@ from agentgrad.benchmarks.agentrx.data import SUBSETS, load_runs
 from agentgrad.blame.methods import DEFAULT_METHOD, needs_scorer, select_methods
 from agentgrad.core.files import RunFiles, check_new_output
 from agentgrad.errors import ConfigError
+from agentgrad.runs.blame import EDGES
 
 
 def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer: str | None = None,
@@ -18,14 +19,16 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
                       device: str = "cpu", losses: str = "all", on_start: Callable[[int], None] | None = None,
                       on_run: Callable[[dict[str, Any]], None] | None = None,
                       on_method: Callable[[str, str, str], None] | None = None, dtype: str = "float32",
-                      window: int | None = None) -> dict[str, Any]:
+                      window: int | None = None, edges: str = "all", half: str = "all") -> dict[str, Any]:
     """The AgentRx benchmark into ``out``; returns its summary (:func:`~agentgrad.benchmarks.agentrx.bench.summary`).
 
     ``methods``: a comma list of registry names and prefixes (default: the priors and provenance, and
     with a ``scorer`` the default GBC method too); ``subsets``: ``tau``, ``magentic`` or ``all``;
     ``losses``: the loss settings run (``last``, ``located``, comma list, or ``all``); ``dtype``: the
     scorer's weights (``bfloat16``: a measured approximation of the float32 default); ``window``: another,
-    each call read only as far back as that many tokens (:func:`~agentgrad.benchmarks.agentrx.bench.run_agentrx`)."""
+    each call read only as far back as that many tokens, and ``edges`` (``addressed``: a group chat's preferred
+    edges only) (:func:`~agentgrad.benchmarks.agentrx.bench.run_agentrx`); ``half``: ``A``, ``B`` or ``all``
+    (the runs of one half only, docs/agentrx.md)."""
     chosen = tuple(SUBSETS) if subsets == "all" else tuple(s.strip() for s in subsets.split(",") if s.strip())
     bad = [s for s in chosen if s not in SUBSETS]
     if bad or not chosen:
@@ -33,6 +36,12 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     settings = None if losses == "all" else tuple(x.strip() for x in losses.split(",") if x.strip())
     if settings is not None and (not settings or set(settings) - {"last", "located"}):
         raise ConfigError(f"--loss takes last, located (comma list) or all, got {losses!r}")
+    if edges not in EDGES:
+        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    if edges != "all" and "tau" in chosen:
+        raise ConfigError("--edges addressed reads a group chat's addresses: use it with --subset magentic")
+    if half not in ("A", "B", "all"):
+        raise ConfigError(f"--half takes A, B or all, not {half!r}")
     names = select_methods(methods or ",".join([*MODEL_FREE, *([DEFAULT_METHOD] if scorer else [])]), exact=True)
     if any(needs_scorer(m) for m in names) and not scorer:
         raise ConfigError(f"{', '.join(m for m in names if needs_scorer(m))} need(s) a white-box scorer: --scorer smollm2")
@@ -41,6 +50,7 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
                           f"are kept), --overwrite to start again, or choose another --out")
     check_new_output(out, resume or overwrite, "dir")
     runs, broken = load_runs(chosen, data)
+    runs = [r for r in runs if half in ("all", r.half)]
     if not runs:
         raise ConfigError("no labelled AgentRx run was read" + (f": {broken[0]}" if broken else ""))
     sc = None
@@ -53,7 +63,7 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     if on_start:
         on_start(len(runs))
     records = run_agentrx(runs, names, out, sc, resume=resume, seed=seed, on_run=on_run, on_method=on_method,
-                          settings=settings, window=window)
+                          settings=settings, window=window, edges=edges)
     cpu = {m: round(sum(float(r["methods"].get(m, {}).get("cpu_seconds", 0.0)) for r in records), 3) for m in names}
     result = {"methods": names, "subsets": list(chosen), "scorer": sc.describe() if sc is not None else None,
               "broken": broken, "cpu_seconds": cpu, "summary": summary(records)}
