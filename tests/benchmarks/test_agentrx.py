@@ -80,12 +80,30 @@ def test_the_benchmark_reproduces_the_committed_records_and_resumes(tmp_path, ca
     (["--subset", "gaia"], "--subset takes tau, magentic"),
     (["--methods", "gbc:max_l1:targeted:blend"], "need(s) a white-box scorer"),
     (["--methods", "provenence"], "unknown blame method"),
+    (["--edges", "addressed"], "use it with --subset magentic"),
+    (["--edges", "some", "--subset", "magentic"], "--edges takes all or addressed"),
+    (["--half", "C"], "--half takes A, B or all"),
 ])
 def test_bad_options_are_one_line_before_anything_is_read(tmp_path, capsys, argv, words):
     out = tmp_path / "R"
     assert main(["bench", "agentrx", "--out", str(out), *argv]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err and not out.exists()
+
+
+@needs_agentrx
+def test_one_half_on_the_addressed_edges_records_them_and_only_that_half(tmp_path):
+    """``--half B --edges addressed``: only the report half's 22 Magentic-One logs, each record saying its
+    edges; the priors name the same nodes as on the broadcast graph (they read positions, not edges)."""
+    out = tmp_path / "R"
+    assert main(["bench", "agentrx", "--subset", "magentic", "--half", "B", "--edges", "addressed",
+                 "--methods", "first,last,most_active", "--out", str(out)]) == 0
+    mine = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    assert len(mine) == 22 and {r["half"] for r in mine} == {"B"} and {r.get("edges") for r in mine} == {"addressed"}
+    kept = {(r["run"], r["loss"]): r for r in map(json.loads, RECORDS.read_text().splitlines())}
+    for r in mine:
+        for m in ("first", "last", "most_active"):
+            assert r["methods"][m]["top"] == kept[(r["run"], r["loss"])]["methods"][m]["top"], (r["run"], m)
 
 
 def test_the_priors_are_the_registry_names():

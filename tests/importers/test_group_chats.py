@@ -12,7 +12,7 @@ from agentgrad.benchmarks.data import data_dir
 from agentgrad.blame.losses import record_loss
 from agentgrad.cli import main
 from agentgrad.errors import ConfigError
-from agentgrad.importers.groupchat import group_chat_trace, is_group_chat, speaker
+from agentgrad.importers.groupchat import group_chat_trace, is_group_chat, prefer_addressed, preferred_edges, speaker
 from agentgrad.importers.spans import import_file
 from conftest import assert_spans_exact
 
@@ -234,3 +234,88 @@ def test_the_loss_goes_to_the_call_its_words_describe():
     assert vague.targets == [t2.calls()[-1].id] and "the last call" in vague.details["target_reason"]
     held = verbal_loss(t2, "wrong count", wrong="11 available", target=DESCRIBED)
     assert held.targets == [node.id] and held.spans[node.id]
+
+
+# A Magentic-One log in its shape (worked by hand): the task, the orchestrator's plan, an instruction
+# to WebSurfer, its reply, the orchestrator's next thought quoting that reply, an instruction to
+# Assistant, and the final answer.
+REPLY = "The page lists 11 available T-shirt options in three colours."
+ADDRESSED = [{"role": "human", "content": "How many T-shirt options are there?"},
+             {"role": "Orchestrator (thought)", "content": "Plan: ask WebSurfer to look it up."},
+             {"role": "Orchestrator (-> WebSurfer)", "content": "Please open the shop page and count the options."},
+             {"role": "WebSurfer", "content": REPLY},
+             {"role": "Orchestrator (thought)", "content": f"WebSurfer says: {REPLY[:40]}. Next: Assistant."},
+             {"role": "Orchestrator (-> Assistant)", "content": "Please write the answer."},
+             {"role": "Assistant", "content": "There are 11 options."},
+             {"role": "Orchestrator (termination condition)", "content": "FINAL ANSWER: 11"}]
+
+
+def test_a_group_chats_preferred_edges_are_its_addresses_replies_and_quotes():
+    """Hand-worked on the log above: WebSurfer answers the instruction addressed to it; the orchestrator's
+    next thought reads WebSurfer's reply (the answer to its own last address) and quotes it; the plan has
+    no such edge and keeps every edge. The addressed trace renders every call as before, its spans exact."""
+    tr = group_chat_trace(ADDRESSED, "m1")
+    got = preferred_edges(tr)
+    assert got[3] == {"address": [2], "reply": [], "quoted": []}  # WebSurfer: the instruction it answers
+    assert got[4] == {"address": [], "reply": [3], "quoted": [3]}  # the orchestrator reads and quotes the reply
+    assert got[6] == {"address": [5], "reply": [], "quoted": []}
+    assert got[7] == {"address": [], "reply": [6], "quoted": []}
+    assert got[1] == {"address": [], "reply": [], "quoted": []}
+    ad = prefer_addressed(tr)
+    assert ad.nodes[1].parents == tr.nodes[1].parents == [0]  # no preferred edge: all kept
+    assert ad.nodes[3].parents == [0, 2]  # the task and the instruction: not the plan
+    assert ad.nodes[4].parents == [0, 2, 3]  # its own last message, the reply (and the task)
+    assert ad.nodes[7].parents == [0, 5, 6]
+    assert [s.source for s in ad.nodes[7].spans] == [0, 5, 6] and ad.nodes[7].meta["edges"] == {"reply": [6]}
+    assert all(a.messages == b.messages for a, b in zip(ad.nodes, tr.nodes))
+    assert tr.nodes[7].parents == list(range(7)) and ad.meta["edges"] == "addressed"  # the original is untouched
+    assert_spans_exact(ad)
+
+
+def test_addressed_edges_are_refused_outside_a_group_chat_and_for_a_set(tmp_path, capsys):
+    from agentgrad.runs.blame import with_edges
+
+    chat = import_file_text(tmp_path, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}])
+    with pytest.raises(ConfigError, match="reads a group chat's addresses"):
+        with_edges(chat, "addressed")
+    with pytest.raises(ConfigError, match="--edges takes all or addressed"):
+        with_edges(chat, "some")
+    f = tmp_path / "log.json"
+    f.write_text(json.dumps(ADDRESSED))
+    for args, says in ((["--edges", "some"], "--edges takes all or addressed"),
+                       (["--edges", "addressed", "--losses", str(f)], "blames one group chat at a time")):
+        code = main(["blame", str(f), "--loss", "the answer is wrong", "--method", "provenance",
+                     "--out", str(tmp_path / "B"), *args])
+        err = capsys.readouterr().err.strip()
+        assert code != 0 and len(err.splitlines()) == 1 and says in err, err
+    assert not (tmp_path / "B").exists()
+    code = main(["blame", str(f), "--loss", "the final answer is wrong", "--method", "provenance",
+                 "--edges", "addressed", "--out", str(tmp_path / "C")])
+    out = capsys.readouterr().out
+    assert code == 0 and "reaches back to 7 of 7 calls (7 along the addressed edges)" in " ".join(out.split())
+
+
+def import_file_text(tmp_path, messages):
+    f = tmp_path / "chat.json"
+    f.write_text(json.dumps(messages))
+    return import_file(f).traces[0]
+
+
+@needs_agentrx
+def test_in_every_magentic_one_log_a_worker_answers_the_latest_instruction_to_it(tmp_path):
+    """Across the 58 logs, read against the raw roles: a worker's address edge is the latest earlier
+    message whose role is ``Orchestrator (-> WORKER)``, and its spans stay exact on the addressed trace."""
+    with tarfile.open(AGENTRX / "magentic_dataset.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    checked = 0
+    for f in sorted(p for p in tmp_path.rglob("*.json") if p.name != "steps_by_id.json"):
+        tr, raw = import_file(f).traces[0], json.loads(f.read_text())
+        edges = preferred_edges(tr)
+        for n in tr.calls():
+            if n.name == "Orchestrator":
+                continue
+            told = [i for i in range(n.id) if raw[i]["role"] == f"Orchestrator (-> {n.name})"]
+            assert edges[n.id]["address"] == told[-1:], (f.name, n.id)
+            checked += bool(told)
+        assert_spans_exact(prefer_addressed(tr))
+    assert checked > 500
