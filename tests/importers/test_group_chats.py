@@ -59,6 +59,11 @@ def test_a_group_chat_is_a_broadcast_with_exact_spans_and_tool_events():
     ([{"role": "human", "content": "task"}, {"role": "(thought)", "content": "x"}], "names no agent"),
     ([{"role": "WebSurfer", "content": "alone"}], "a log of 1 message"),
     ({"answer": 42}, "is not a trace agentgrad reads"),
+    ([{"role": "human", "content": "task"}, {"source": "planner", "type": "TextMessage", "content": "plan"},
+      {"role": "WebSurfer", "content": "page"}], "message 2 names its speaker by the agent's name as its role and "
+                                                  "message 1 by AutoGen's source: mixed shapes in one list"),
+    ([{"role": "user", "content": "task"}, {"role": "assistant", "name": "writer", "content": "draft"},
+      {"role": "Orchestrator (thought)", "content": "next"}], "mixed shapes in one list"),
     ([{"role": "user", "name": "user", "content": "task"}, {"role": "user", "name": "planner", "content": "plan"},
       {"role": "assistant", "name": "calc", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "m", "arguments": "{a: 1"}}]}],
      "tool call 0 needs a function name and JSON arguments"),

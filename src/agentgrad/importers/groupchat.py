@@ -10,7 +10,8 @@ AutoGen AgentChat's ``TaskResult.messages`` (``source``, ``type``, ``content``),
 agents' prompts (by ``name``, else everyone's); AutoGen's ``ToolCallRequestEvent`` becomes the
 requesting call's tool calls and ``ToolCallExecutionEvent`` one tool node per result, whose parent is
 the call that asked; OpenAI ``tool_calls`` on a message and ``tool`` messages (AG2's, with their
-``tool_responses``) the same. Every other message is a call of its speaker.
+``tool_responses``) the same. Every other message is a call of its speaker. A list whose messages name
+their speakers in two of these ways is refused (:func:`one_shape`).
 
 The data flow of a group chat is a broadcast: every message is visible to every later speaker. A
 call's messages are its agent's prompt (where the log has one) and one user message holding every
@@ -75,6 +76,33 @@ def is_group_chat(messages: list[Any]) -> bool:
     return len(names) >= 2
 
 
+def _shape(m: Any) -> str | None:
+    """How a message names its speaker (None for a system message, a plain task and a non-object, which
+    fit every shape): AutoGen's ``source``, an OpenAI role (AG2, LangGraph, a chat), or the agent's name
+    as the role (Magentic-One, Who&When)."""
+    if not isinstance(m, dict) or m.get("role") in ("system", "developer"):
+        return None
+    if "source" in m:
+        return "AutoGen's source"
+    if m.get("role") == "human" or (m.get("role") == "user" and not m.get("name")):
+        return None
+    return "an OpenAI role" if str(m.get("role")) in CHAT_ROLES else "the agent's name as its role"
+
+
+def one_shape(messages: list[Any]) -> None:
+    """Refuse, in one line, a list whose messages name their speakers in two ways (logs of two frameworks
+    joined, or one edited by hand): which agent spoke would be a guess."""
+    first: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        shape = _shape(m)
+        if shape is not None:
+            first.setdefault(shape, i)
+            if len(first) > 1:
+                (a, i0), (b, i1) = sorted(first.items(), key=lambda kv: kv[1])
+                raise BadRecord(f"message {i1} names its speaker by {b} and message {i0} by {a}: mixed shapes "
+                                f"in one list; give one framework's log per file")
+
+
 def _content(m: dict[str, Any], i: int) -> str:
     c = m.get("content")
     if isinstance(c, list):  # AutoGen's multimodal or event content: the text parts, the rest as JSON
@@ -96,6 +124,7 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
     """
     if not isinstance(messages, list) or not messages:
         raise BadRecord("the messages must be a non-empty list")
+    one_shape(messages)
     trace = Trace(id=id, meta={"imported": imported})
     prompts = {k: v for k, v in (prompts or {}).items() if isinstance(v, str)}
     first = trace.add(Node(id=-1, kind="input", name="question", text=question)).id if question is not None else 0
