@@ -106,6 +106,25 @@ def test_one_half_on_the_addressed_edges_records_them_and_only_that_half(tmp_pat
             assert r["methods"][m]["top"] == kept[(r["run"], r["loss"])]["methods"][m]["top"], (r["run"], m)
 
 
+def test_a_method_run_on_one_half_only_is_reported_there_and_dashed_elsewhere():
+    """Hand-worked: 2 runs a half; ``last`` everywhere, ``gbc`` on half B only (a run registered for the
+    report half). Half A's best prior is ``last``; on half B gbc is right at step level on run b1 only,
+    ``last`` on neither: +0.50, 1 won, 0 lost; its half A cells are dashes."""
+    def rec(run, half, last, gbc=None):
+        m = {"last": {"agent": 1.0, "step": last, "top": [1]}}
+        if gbc is not None:
+            m["gbc"] = {"agent": 1.0, "step": gbc, "top": [2]}
+        return {"subset": "magentic", "run": run, "loss": "last", "half": half, "methods": m}
+
+    s = summary([rec("a1", "A", 1.0), rec("a2", "A", 0.0), rec("b1", "B", 0.0, 1.0), rec("b2", "B", 0.0, 0.0)])
+    g = s["magentic/last"]
+    assert g["best_prior"] == "last" and g["accuracy"]["A"]["gbc"] is None and g["accuracy"]["B"]["gbc"]["step"] == 0.5
+    p = g["paired"]["gbc"]["step"]
+    assert (p["diff"], p["wins"], p["losses"]) == (0.5, 1, 0)
+    row = next(x for x in markdown(s).splitlines() if x.startswith("| gbc |"))
+    assert row.startswith("| gbc | - | - | 1.00 | 0.50 |")
+
+
 def test_the_priors_are_the_registry_names():
     from agentgrad.blame.methods import list_blame_methods
 

@@ -139,27 +139,30 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
 
 
 def summary(records: list[dict[str, Any]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """Per subset and loss setting: each half's accuracies, the best prior of half A (step level, then
-    agent level), and on half B each method's paired difference from it at both levels."""
+    """Per subset and loss setting: each half's accuracies (None for a half with no run, or where a
+    method did not run on every run of it: a run of one half only), the best prior of half A (step level,
+    then agent level), and on half B each method's paired difference from it at both levels."""
     out: dict[str, Any] = {}
     for subset, setting in sorted({(r["subset"], r["loss"]) for r in records}):
         rows = [r for r in records if r["subset"] == subset and r["loss"] == setting]
-        methods = [m for m in rows[0]["methods"] if all(m in r["methods"] for r in rows)]
-        acc = {h: {m: {lvl: sum(r["methods"][m][lvl] for r in rows if r["half"] == h) /
-                       max(1, sum(r["half"] == h for r in rows)) for lvl in ("agent", "step")}
-                   for m in methods} for h in ("A", "B")}
-        priors = [m for m in methods if m in PRIORS]
+        halves = {h: [r for r in rows if r["half"] == h] for h in ("A", "B")}
+        ran = {h: [m for m in dict.fromkeys(m for r in rows for m in r["methods"])
+                   if hs and all(m in r["methods"] for r in hs)] for h, hs in halves.items()}
+        methods = [m for m in dict.fromkeys(m for r in rows for m in r["methods"]) if m in ran["A"] or m in ran["B"]]
+        acc = {h: {m: {lvl: sum(r["methods"][m][lvl] for r in hs) / len(hs) for lvl in ("agent", "step")}
+                   if m in ran[h] else None for m in methods} for h, hs in halves.items()}
+        priors = [m for m in ran["A"] if m in PRIORS]
         best = max(priors, key=lambda m: (acc["A"][m]["step"], acc["A"][m]["agent"], -priors.index(m))) \
             if priors else None
-        report = [r for r in rows if r["half"] == "B"]
+        report = halves["B"]
         diffs = {}
-        if best is not None:
-            for m in methods:
+        if best in ran["B"]:
+            for m in ran["B"]:
                 diffs[m] = {lvl: paired([r["methods"][m][lvl] for r in report], [r["methods"][best][lvl] for r in report],
                                         resamples, seed) for lvl in ("agent", "step")}
         out[f"{subset}/{setting}"] = {"runs": {h: sum(r["half"] == h for r in rows) for h in ("A", "B")},
                                       "accuracy": acc, "best_prior": best, "paired": diffs,
-                                      "agreement": agreement(rows, methods)}
+                                      "agreement": agreement(rows, [m for m in methods if m in ran["A"] and m in ran["B"]])}
     return out
 
 
@@ -207,8 +210,8 @@ def markdown(summ: dict[str, Any]) -> str:
             b = g["accuracy"]["B"][m]
             p = g["paired"].get(m)
             cells = [_pair(p["agent"]), _pair(p["step"])] if p and m != best else ["-", "-"]
-            out.append(f"| {m} | {acc['agent']:.2f} | {acc['step']:.2f} | {b['agent']:.2f} | {b['step']:.2f} | "
-                       f"{cells[0]} | {cells[1]} |")
+            a_b = [f"{x[lvl]:.2f}" if x is not None else "-" for x in (acc, b) for lvl in ("agent", "step")]
+            out.append(f"| {m} | {' | '.join(a_b)} | {cells[0]} | {cells[1]} |")
         out.append("")
         for key, sides in (g.get("agreement") or {}).items():
             half, level = key.split("/")
