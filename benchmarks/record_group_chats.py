@@ -6,7 +6,9 @@ a script (agentgrad's test server over a FakeModel: no weights, no network).
 
 writes ``autogen_agentchat.json`` (``TaskResult.messages``, each ``model_dump()``: ``source``, ``type``,
 ``content``, tool request and execution events) and ``ag2_groupchat.json`` (``GroupChat.messages``:
-``name`` beside an OpenAI ``role``, the calculator's ``tool_calls`` and the executor's ``tool_responses``). Needs ``autogen-agentchat``, ``autogen-ext[openai]`` and ``ag2`` 0.9
+``name`` beside an OpenAI ``role``, the calculator's ``tool_calls`` and the executor's ``tool_responses``), and
+``autogen_selector_events.json`` (a ``SelectorGroupChat`` with ``emit_team_events=True``: its messages with
+the manager's ``SelectSpeakerEvent`` before each turn; the speaker chosen by a function, in order). Needs ``autogen-agentchat``, ``autogen-ext[openai]`` and ``ag2`` 0.9
 (its classic ``autogen.GroupChat``; ag2 1.x has another API), in a virtual environment of their own,
 with this checkout on ``PYTHONPATH``. The library versions are written beside the messages (recorded
 with autogen-agentchat 0.7.5 and ag2 0.9.9).
@@ -61,6 +63,28 @@ async def autogen_team(url: str) -> list[dict]:
     return [m.model_dump(mode="json") for m in result.messages]
 
 
+async def autogen_selector(url: str) -> list[dict]:
+    """The same three agents in a ``SelectorGroupChat`` that emits its team events: each choice of the next
+    speaker is a ``SelectSpeakerEvent`` in the result."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+    from autogen_agentchat.teams import SelectorGroupChat
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    client = OpenAIChatCompletionClient(model="fake", base_url=url, api_key="unused", model_info={
+        "vision": False, "function_calling": True, "json_output": False, "family": "unknown", "structured_output": False})
+    agents = [AssistantAgent("planner", client, system_message="You are the planner."),
+              AssistantAgent("calculator", client, tools=[multiply], reflect_on_tool_use=True,
+                             system_message="You are the calculator."),
+              AssistantAgent("writer", client, system_message="You are the writer.")]
+    order = {"user": "planner", "planner": "calculator", "calculator": "writer"}
+    team = SelectorGroupChat(agents, model_client=client, emit_team_events=True,
+                             selector_func=lambda msgs: order.get(msgs[-1].source),
+                             termination_condition=TextMentionTermination("TERMINATE") | MaxMessageTermination(12))
+    result = await team.run(task=QUESTION)
+    return [m.model_dump(mode="json") for m in result.messages]
+
+
 def ag2_chat(url: str) -> list[dict]:
     """The planner, the calculator (its tool registered with ``register_function``, executed by the user
     proxy) and the writer, in that order."""
@@ -94,7 +118,7 @@ def ag2_chat(url: str) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for the recorded messages")
-    ap.add_argument("--only", choices=("autogen", "ag2"), help="record one framework (they need separate environments)")
+    ap.add_argument("--only", choices=("autogen", "autogen-selector", "ag2"), help="record one framework (they need separate environments)")
     a = ap.parse_args(argv)
     from agentgrad.models.fake import FakeModel
     from agentgrad.models.serve import OpenAICompatServer
@@ -104,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         if a.only in (None, "autogen"):
             msgs = asyncio.run(autogen_team(srv.base_url))
             (a.out / "autogen_agentchat.json").write_text(json.dumps(
+                {"library": f"autogen-agentchat {version('autogen-agentchat')}", "messages": msgs}, indent=1) + "\n")
+        if a.only in (None, "autogen-selector"):
+            msgs = asyncio.run(autogen_selector(srv.base_url))
+            (a.out / "autogen_selector_events.json").write_text(json.dumps(
                 {"library": f"autogen-agentchat {version('autogen-agentchat')}", "messages": msgs}, indent=1) + "\n")
         if a.only in (None, "ag2"):
             msgs = ag2_chat(srv.base_url)

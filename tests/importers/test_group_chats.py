@@ -144,6 +144,34 @@ def test_autogen_agentchat_messages_as_the_library_returns_them(tmp_path):
     assert blame["rows"][0]["agent"] == "multiply" and blame["rows"][0]["repair"] == ["calculator"]
 
 
+def test_an_autogen_selectors_choices_address_the_next_speaker_and_no_agent_reads_them(tmp_path):
+    """A real SelectorGroupChat with its team events (autogen-agentchat 0.7.5): each SelectSpeakerEvent is
+    a call of the manager addressed to the speaker it chose; the chosen speaker's next message has it as
+    a parent with no span (no agent was shown it), and no later call renders it. Along the addressed
+    edges the writer's answer still reaches every call."""
+    from agentgrad.runs.blame import reach
+
+    raw = json.loads((DATA / "autogen_selector_events.json").read_text())["messages"]
+    assert [m["type"] for m in raw].count("SelectSpeakerEvent") == 3
+    tr = import_file(DATA / "autogen_selector_events.json").traces[0]
+    picks = [n for n in tr.calls() if n.name == "SelectorGroupChatManager"]
+    assert [(n.text, n.meta["to"]) for n in picks] == [("planner", "planner"), ("calculator", "calculator"),
+                                                       ("writer", "writer")]
+    for pick in picks:
+        nxt = next(n for n in tr.calls() if n.id > pick.id and n.name == pick.meta["to"])
+        assert pick.id in nxt.parents and pick.id not in {s.source for s in nxt.spans}
+        assert not any(s.source == pick.id for n in tr.nodes for s in n.spans)
+        assert preferred_edges(tr)[nxt.id]["address"] == [pick.id]
+    assert_spans_exact(tr)
+    ad = prefer_addressed(tr)
+    assert reach(ad) == reach(tr) == (len(tr.calls()), len(tr.calls()))
+    out = tmp_path / "B"
+    assert main(["blame", str(DATA / "autogen_selector_events.json"), "--loss", "wrong product", "--wrong", "84",
+                 "--method", "provenance", "--edges", "addressed", "--out", str(out)]) == 0
+    blame = json.loads((out / "blame.json").read_text())
+    assert blame["rows"][0]["agent"] == "multiply" and blame["rows"][0]["repair"] == ["calculator"]
+
+
 def test_ag2_group_chat_messages_as_the_library_keeps_them(tmp_path):
     """A real AG2 GroupChat's messages (ag2 0.9.9, ``benchmarks/record_group_chats.py --only ag2``): every
     agent's message is a ``user`` message with its name; the user proxy's first message is the task; the

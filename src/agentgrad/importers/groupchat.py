@@ -2,7 +2,9 @@
 
 A group chat is a list of messages each said by a named agent: Magentic-One's logs and Who&When's
 ``history`` (``role`` "Orchestrator (-> WebSurfer)", "WebSurfer", ..., ``human`` for the task),
-AutoGen AgentChat's ``TaskResult.messages`` (``source``, ``type``, ``content``), AG2's group chat
+AutoGen AgentChat's ``TaskResult.messages`` (``source``, ``type``, ``content``; a selector's
+``SelectSpeakerEvent``, where the team emits them, is a call of the manager addressed to the speaker it
+chose, which no agent reads: its only edge out is to that speaker's next message), AG2's group chat
 ``messages`` (``name`` beside an OpenAI ``role``), LangGraph messages with a ``name``. The speaker is
 ``name``, else ``source``, else the role: ``X (-> Y)`` is X speaking to Y (``meta["to"]``),
 ``X (thought)`` X's own reasoning, any other parenthesis X. A message of the user (``human``, or
@@ -130,6 +132,8 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
     first = trace.add(Node(id=-1, kind="input", name="question", text=question)).id if question is not None else 0
     asked: dict[str, int] = {}  # tool call id -> the call node that asked for it
     named: dict[str, str] = {}  # tool call id -> the tool it named
+    unseen: set[int] = set()  # a selector's choices: read by no agent, an address of the next speaker only
+    chosen: dict[str, int] = {}  # agent -> the selector's latest choice of it not yet answered
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise BadRecord(f"message {i} must be an object, got {type(m).__name__}")
@@ -144,6 +148,13 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
         if note:
             meta["note"] = note
         kind = str(m.get("type") or "")
+        if kind == "SelectSpeakerEvent":  # AutoGen's selector choosing the next speaker(s)
+            names = m.get("content") if isinstance(m.get("content"), list) else [m.get("content")]
+            if not names or not all(isinstance(x, str) and x for x in names):
+                raise BadRecord(f"message {i} (SelectSpeakerEvent) must name the chosen speakers as strings")
+            if len(names) == 1:
+                meta["to"] = names[0]
+
         if m.get("role") == "system":
             prompts[agent if m.get("name") else ""] = _content(m, i)
             continue
@@ -165,13 +176,19 @@ def group_chat_trace(messages: Any, id: str = "", question: str | None = None,
             continue
         calls = tool_calls(m.get("content") if kind == "ToolCallRequestEvent" else m.get("tool_calls"), i)
         system = prompts.get(agent, prompts.get(""))
+        seen = [src for src in range(first, len(trace.nodes)) if src not in unseen]
         user, spans = join_blocks([(src, "[question]\n" if question is not None and src == first
                                     else f"[{trace.nodes[src].name}]\n", trace.nodes[src].text)
-                                   for src in range(first, len(trace.nodes))], 1 if system is not None else 0)
+                                   for src in seen], 1 if system is not None else 0)
         msgs = ([{"role": "system", "content": system}] if system is not None else []) + [
             {"role": "user", "content": user}]
+        picked = [chosen.pop(agent)] if agent in chosen else []  # the choice this message answers: no span
         node = trace.add(Node(id=-1, kind="call", name=agent, text=content, tool_calls=calls, messages=msgs,
-                              spans=spans, parents=list(range(first, len(trace.nodes))), meta=meta))
+                              spans=spans, parents=sorted(seen + picked), meta=meta))
+        if kind == "SelectSpeakerEvent":
+            unseen.add(node.id)
+            for name in names:
+                chosen[name] = node.id
         for c in calls:
             asked[c.id], named[c.id] = node.id, c.name
     if not trace.calls():
@@ -241,8 +258,8 @@ def preferred_edges(trace: Trace) -> dict[int, dict[str, list[int]]]:
 def prefer_addressed(trace: Trace) -> Trace:
     """A copy of a group chat's trace whose calls keep only their preferred edges (:func:`preferred_edges`),
     with the speaker's own latest earlier message, the tool results of its own calls since then and the
-    inputs beside them, on every call that has an address, reply or quoted edge; a call with none keeps
-    all its edges. Each call's messages are left as the model read them (only which spans are edges
+    inputs beside them, on every call that has an address, reply or quoted edge whose text it reads; a
+    call with none keeps all its edges (an edge that carries no text, a selector's choice, is always kept). Each call's messages are left as the model read them (only which spans are edges
     changes), and ``meta["edges"]`` says which were kept. A trace that is no group chat is refused."""
     if trace.meta.get("imported") not in ("groupchat", "whowhen"):
         raise BadRecord(f"--edges addressed reads a group chat's addresses, and this trace was imported as "
@@ -251,7 +268,8 @@ def prefer_addressed(trace: Trace) -> Trace:
     out = Trace.from_dict(trace.to_dict())
     for n in out.nodes:
         edges = prefer.get(n.id)
-        if n.kind != "call" or not edges or not any(edges.values()):
+        spanned = {s.source for s in n.spans}
+        if n.kind != "call" or not edges or not any(p in spanned for p in sum(edges.values(), [])):
             continue
         mine = [p for p in n.parents if out.nodes[p].kind == "call" and _key(out.nodes[p].name) == _key(n.name)]
         own = mine[-1:] if mine else []
@@ -260,7 +278,7 @@ def prefer_addressed(trace: Trace) -> Trace:
         keep = set(sum(edges.values(), [])) | set(own) | set(tools) | {
             p for p in n.parents if out.nodes[p].kind == "input"}
         n.spans = [s for s in n.spans if s.source in keep]
-        n.parents = [p for p in n.parents if p in keep]
+        n.parents = [p for p in n.parents if p in keep or p not in spanned]  # a structural edge: always kept
         n.meta = {**n.meta, "edges": {k: v for k, v in edges.items() if v}}
     out.meta = {**out.meta, "edges": "addressed"}
     return out
