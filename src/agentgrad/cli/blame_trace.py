@@ -177,10 +177,9 @@ def blame_command(
     answers = Path(expected) if expected and Path(expected).is_file() else None
     is_set = trace.is_dir() or losses is not None or answers is not None
     names = select_methods(",".join(method) or f"{DEFAULT_METHOD},provenance", judge=bool(judge), exact=True)
-    from agentgrad.runs.blame import EDGES
+    from agentgrad.runs.blame import check_edges
 
-    if edges not in EDGES:
-        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    check_edges(edges)
     if is_set and edges != "all":
         raise ConfigError("--edges addressed blames one group chat at a time; give one trace file, or drop --edges")
     if is_set:

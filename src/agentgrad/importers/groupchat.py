@@ -212,7 +212,8 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _key(name: Any) -> str:
+def agent_key(name: Any) -> str:
+    """An agent's name as names are compared: lower-cased, without spaces (``Websurfer`` = ``WebSurfer``)."""
     return "".join(str(name or "").lower().split())
 
 
@@ -232,7 +233,7 @@ def preferred_edges(trace: Trace) -> dict[int, dict[str, list[int]]]:
     last_address: dict[str, tuple[str, int]] = {}  # speaker -> (the agent it last addressed, that message)
     said: list[tuple[int, str]] = []  # (node, agent) of every message so far, tools under their caller's agent
     for n in trace.nodes:
-        agent = _key(n.name if n.kind != "tool" else
+        agent = agent_key(n.name if n.kind != "tool" else
                      next((trace.nodes[p].name for p in n.parents if trace.nodes[p].kind == "call"), n.name))
         if n.kind == "call":
             edges: dict[str, list[int]] = {"address": [], "reply": [], "quoted": []}
@@ -247,8 +248,8 @@ def preferred_edges(trace: Trace) -> dict[int, dict[str, list[int]]]:
             out[n.id] = edges
             to = n.meta.get("to")
             if to:
-                addressed_to[_key(to)] = n.id
-                last_address[agent] = (_key(to), n.id)
+                addressed_to[agent_key(to)] = n.id
+                last_address[agent] = (agent_key(to), n.id)
         said.append((n.id, agent))
         if n.kind in ("call", "tool"):
             produced.add(n.id, n.text)
@@ -259,8 +260,9 @@ def prefer_addressed(trace: Trace) -> Trace:
     """A copy of a group chat's trace whose calls keep only their preferred edges (:func:`preferred_edges`),
     with the speaker's own latest earlier message, the tool results of its own calls since then and the
     inputs beside them, on every call that has an address, reply or quoted edge whose text it reads; a
-    call with none keeps all its edges (an edge that carries no text, a selector's choice, is always kept). Each call's messages are left as the model read them (only which spans are edges
-    changes), and ``meta["edges"]`` says which were kept. A trace that is no group chat is refused."""
+    call with none keeps all its edges (an edge that carries no text, a selector's choice, is always
+    kept). Each call's messages are left as the model read them (only which spans are edges changes),
+    and ``meta["edges"]`` says which were kept. A trace that is no group chat is refused."""
     if trace.meta.get("imported") not in ("groupchat", "whowhen"):
         raise BadRecord(f"--edges addressed reads a group chat's addresses, and this trace was imported as "
                         f"{trace.meta.get('imported')!r}: leave --edges at all")
@@ -271,10 +273,10 @@ def prefer_addressed(trace: Trace) -> Trace:
         spanned = {s.source for s in n.spans}
         if n.kind != "call" or not edges or not any(p in spanned for p in sum(edges.values(), [])):
             continue
-        mine = [p for p in n.parents if out.nodes[p].kind == "call" and _key(out.nodes[p].name) == _key(n.name)]
+        mine = [p for p in n.parents if out.nodes[p].kind == "call" and agent_key(out.nodes[p].name) == agent_key(n.name)]
         own = mine[-1:] if mine else []
         tools = [p for p in n.parents if out.nodes[p].kind == "tool" and own
-                 and any(q >= own[0] and _key(out.nodes[q].name) == _key(n.name) for q in out.nodes[p].parents)]
+                 and any(q >= own[0] and agent_key(out.nodes[q].name) == agent_key(n.name) for q in out.nodes[p].parents)]
         keep = set(sum(edges.values(), [])) | set(own) | set(tools) | {
             p for p in n.parents if out.nodes[p].kind == "input"}
         n.spans = [s for s in n.spans if s.source in keep]
@@ -284,4 +286,4 @@ def prefer_addressed(trace: Trace) -> Trace:
     return out
 
 
-__all__ = ["CHAT_ROLES", "group_chat_trace", "is_group_chat", "prefer_addressed", "preferred_edges", "speaker"]
+__all__ = ["CHAT_ROLES", "agent_key", "group_chat_trace", "is_group_chat", "prefer_addressed", "preferred_edges", "speaker"]

@@ -109,11 +109,16 @@ def scorer_for(names: list[str], scorer: Any) -> Any:
 EDGES = ("all", "addressed")
 
 
+def check_edges(edges: str) -> None:
+    """A one-line :class:`ConfigError` for an ``edges`` value that is not one of :data:`EDGES`."""
+    if edges not in EDGES:
+        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+
+
 def with_edges(trace: Trace, edges: str) -> Trace:
     """``trace`` with the edges ``edges`` names (:data:`EDGES`): ``all`` as imported, ``addressed`` a group
     chat's preferred edges only (:func:`~agentgrad.importers.groupchat.prefer_addressed`)."""
-    if edges not in EDGES:
-        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    check_edges(edges)
     if edges == "all":
         return trace
     from agentgrad.importers.base import BadRecord

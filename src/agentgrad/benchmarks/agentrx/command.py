@@ -11,7 +11,7 @@ from agentgrad.benchmarks.agentrx.data import SUBSETS, load_runs
 from agentgrad.blame.methods import DEFAULT_METHOD, needs_scorer, select_methods
 from agentgrad.core.files import RunFiles, check_new_output
 from agentgrad.errors import ConfigError
-from agentgrad.runs.blame import EDGES
+from agentgrad.runs.blame import check_edges
 
 
 def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer: str | None = None,
@@ -36,8 +36,7 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     settings = None if losses == "all" else tuple(x.strip() for x in losses.split(",") if x.strip())
     if settings is not None and (not settings or set(settings) - {"last", "located"}):
         raise ConfigError(f"--loss takes last, located (comma list) or all, got {losses!r}")
-    if edges not in EDGES:
-        raise ConfigError(f"--edges takes {' or '.join(EDGES)}, not {edges!r}")
+    check_edges(edges)
     if edges != "all" and "tau" in chosen:
         raise ConfigError("--edges addressed reads a group chat's addresses: use it with --subset magentic")
     if half not in ("A", "B", "all"):

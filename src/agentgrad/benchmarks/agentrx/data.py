@@ -20,6 +20,7 @@ from typing import Any, Iterator
 from agentgrad.core.data import benchmark_dir
 from agentgrad.core.trace import Trace
 from agentgrad.errors import ConfigError
+from agentgrad.importers.groupchat import agent_key
 from agentgrad.importers.spans import import_file
 
 SUBSETS = ("tau", "magentic")
@@ -27,11 +28,6 @@ TAU_RESULTS = Path("tau_retail") / "tau_dataset_failed.json"
 TAU_LABELS = Path("ground_truth") / "tau_ground_truth.json"
 MAGENTIC_ARCHIVE = "magentic_dataset.tar.gz"
 MAGENTIC_LABELS = Path("ground_truth") / "magentic_one_ground_truth.json"
-
-
-def agent_key(name: str) -> str:
-    """An agent's name as the labels are compared: lower-cased, without spaces (``Websurfer`` = ``WebSurfer``)."""
-    return "".join(str(name).lower().split())
 
 
 @dataclass
