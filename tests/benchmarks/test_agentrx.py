@@ -146,3 +146,20 @@ def test_a_scored_run_records_the_calls_it_could_not_read(tiny_llama, tmp_path):
     sc.max_context += 1  # now it fits: nothing skipped
     rec = run_agentrx([run], ["gbc:max_l1:targeted:blend"], tmp_path / "S", sc, settings=("last",))[0]
     assert rec["methods"]["gbc:max_l1:targeted:blend"]["skipped"] == []
+
+
+@needs_agentrx
+def test_the_window_is_made_once_per_run_and_its_cpu_recorded_apart(tiny_llama, tmp_path, monkeypatch):
+    """Two methods and two loss settings of one tau-bench run: the windowed trace is made once (it was
+    made for every method), and each record keeps its CPU time apart from the methods'."""
+    import agentgrad.attribution.render as render
+    from agentgrad.attribution.scorer import Scorer
+    from agentgrad.benchmarks.agentrx.bench import run_agentrx
+
+    made = []
+    real = render.window_trace
+    monkeypatch.setattr(render, "window_trace", lambda *a: made.append(1) or real(*a))
+    run = next(r for r in load_runs(("tau",))[0] if r.trace.id == "2")
+    recs = run_agentrx([run], ["last", "provenance"], tmp_path / "R", Scorer(str(tiny_llama)), window=512)
+    assert len(made) == 1 and len(recs) == 2
+    assert all(r["read_cpu_seconds"] >= 0 and set(r["methods"]) == {"last", "provenance"} for r in recs)

@@ -79,7 +79,8 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     fit (:func:`~agentgrad.attribution.render.window_trace`, the path a call longer than the scorer's
     context takes); the scores are on the same nodes. ``edges``: ``addressed`` blames each Magentic-One log
     on its preferred edges (:func:`~agentgrad.runs.blame.with_edges`), the scores again on the same nodes.
-    Returns every record of the folder."""
+    The trace the methods read is made once per run; its CPU time is the record's ``read_cpu_seconds``
+    (until 2026-12-07 every method's ``cpu_seconds`` held it again). Returns every record of the folder."""
     files = RunFiles(out)
     path = files.path(RECORDS)
     done: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -98,6 +99,7 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for run in runs:
+        read, read_cpu = None, 0.0  # the trace the methods read: windowed and on its edges once per run
         for setting, loss in losses(run).items():
             if settings is not None and setting not in settings:
                 continue
@@ -111,19 +113,16 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                                    "rule": loss.details.get("rule"), "methods": {}}
             if edges != "all":
                 rec["edges"] = edges
+            if read is None:
+                cpu0 = time.process_time()
+                read = _read(run.trace, scorer, window, edges)
+                read_cpu = round(time.process_time() - cpu0, 3)
+            if read is not run.trace:  # the window's tokenization, once per run: no method's CPU holds it
+                rec["read_cpu_seconds"] = read_cpu
             for m in methods:
                 if on_method:
                     on_method(run.trace.id, setting, m)
                 t0, cpu0 = time.perf_counter(), time.process_time()
-                read = run.trace
-                if window is not None and scorer is not None:
-                    from agentgrad.attribution.render import window_trace
-
-                    read = window_trace(scorer.tokenizer, run.trace, window)
-                if edges != "all":
-                    from agentgrad.runs.blame import with_edges
-
-                    read = with_edges(read, edges)
                 ctx = BlameContext(read, loss, scorer, seed)
                 verdict = blame_episode(m, read, loss, scorer, seed=seed, context=ctx)
                 rec["methods"][m] = {**score(run.trace, verdict.ranking, run),
@@ -138,6 +137,19 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     return records
 
 
+def _read(trace: Trace, scorer: Any, window: int | None, edges: str) -> Trace:
+    """The trace the methods read: within ``window`` tokens (with a scorer), on the ``edges`` asked for."""
+    if window is not None and scorer is not None:
+        from agentgrad.attribution.render import window_trace
+
+        trace = window_trace(scorer.tokenizer, trace, window)
+    if edges != "all":
+        from agentgrad.runs.blame import with_edges
+
+        trace = with_edges(trace, edges)
+    return trace
+
+
 def summary(records: list[dict[str, Any]], resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Per subset and loss setting: each half's accuracies (None for a half with no run, or where a
     method did not run on every run of it: a run of one half only), the best prior of half A (step level,
@@ -146,9 +158,9 @@ def summary(records: list[dict[str, Any]], resamples: int = 2000, seed: int = 0)
     for subset, setting in sorted({(r["subset"], r["loss"]) for r in records}):
         rows = [r for r in records if r["subset"] == subset and r["loss"] == setting]
         halves = {h: [r for r in rows if r["half"] == h] for h in ("A", "B")}
-        ran = {h: [m for m in dict.fromkeys(m for r in rows for m in r["methods"])
-                   if hs and all(m in r["methods"] for r in hs)] for h, hs in halves.items()}
-        methods = [m for m in dict.fromkeys(m for r in rows for m in r["methods"]) if m in ran["A"] or m in ran["B"]]
+        named = list(dict.fromkeys(m for r in rows for m in r["methods"]))
+        ran = {h: [m for m in named if hs and all(m in r["methods"] for r in hs)] for h, hs in halves.items()}
+        methods = [m for m in named if m in ran["A"] or m in ran["B"]]
         acc = {h: {m: {lvl: sum(r["methods"][m][lvl] for r in hs) / len(hs) for lvl in ("agent", "step")}
                    if m in ran[h] else None for m in methods} for h, hs in halves.items()}
         priors = [m for m in ran["A"] if m in PRIORS]
