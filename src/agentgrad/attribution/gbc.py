@@ -108,7 +108,10 @@ def backward(p: Pass, targets: Sequence[int] | None = None, retain: bool = False
         if targets is not None:
             token_lp = token_lp[torch.tensor(list(targets), device=token_lp.device)]  # (n_t,)
         objective = token_lp.sum()  # ()
-        (g,) = torch.autograd.grad(objective, p.leaf, retain_graph=retain)  # (1, T - start, H)
+        if isinstance(p.leaf, (list, tuple)):  # a pass run in chunks (forward.shared_forward): one leaf each
+            g = torch.cat(torch.autograd.grad(objective, list(p.leaf), retain_graph=retain), 1)  # (1, T - start, H)
+        else:
+            (g,) = torch.autograd.grad(objective, p.leaf, retain_graph=retain)  # (1, T - start, H)
     return g[0], objective.item()
 
 

@@ -15,7 +15,9 @@ Two paths give the same numbers:
 A call's forward pass is kept with its autograd graph (LRU, within ``graph_bytes``), so that a
 second objective of the same call (the whole output, then the span a loss names) costs one
 backward pass, not a forward and a backward; occlusion starts from the kept pass's key/value cache
-and output log-probabilities instead of running the unoccluded call again.
+and output log-probabilities instead of running the unoccluded call again. A long call of a
+conversation whose earlier calls render as token prefixes of it runs forward once, in chunks that end
+where they end (``share_passes``), and that pass serves each of them: a forward pass less per call.
 
 The same arithmetic without any of this: :mod:`agentgrad.attribution.gbc` (the reference). Beside
 this module: ``records``, ``batch``, ``occlusion``, ``forward`` (a kept pass); the prefix cache is
@@ -30,7 +32,7 @@ from typing import Any, Callable, Literal
 from agentgrad.attribution import gbc
 from agentgrad.attribution.batch import BatchMixin
 from agentgrad.attribution.contrast import contrast_gradients, reference_tokens
-from agentgrad.attribution.forward import ForwardCache, ForwardPass
+from agentgrad.attribution.forward import ForwardCache, ForwardPass, SharedPass, prefix_calls, shared_forward
 from agentgrad.attribution.graph import AttributionGraph
 from agentgrad.attribution.occlusion import OcclusionMixin
 from agentgrad.attribution.protocol import CAPABILITIES
@@ -75,6 +77,13 @@ class Scorer(BatchMixin, OcclusionMixin):
             in its backward pass instead of keeping its activations
             (:func:`agentgrad.models.kvcache.layer_checkpoints`): the same gradients, bit for bit,
             for about a third of the memory and a fifth more time (None: never).
+        share_passes: a kept call that is checkpointed (so recomputes its layers in backward anyway)
+            runs forward in chunks that end where the trace's earlier calls end whose renderings are
+            token prefixes of it (checked token by token: a template that renders a message otherwise
+            in a later call's history breaks it, and that call gets a pass of its own), and the pass is
+            kept (within ``graph_bytes``) as each of theirs: their objectives cost a backward pass, not
+            a forward and a backward. The same numbers up to kernel rounding (1e-5; tests). One such
+            pass is kept at a time, the newest.
     """
 
     capabilities: frozenset[str] = frozenset(CAPABILITIES)  # all of them: see agentgrad.attribution.protocol
@@ -97,6 +106,7 @@ class Scorer(BatchMixin, OcclusionMixin):
         batch_tokens: int = 0,
         graph_bytes: int = 2**30,
         checkpoint_from: int | None = CHECKPOINT_FROM,
+        share_passes: bool = True,
     ):
         if mode not in ("cached", "naive"):
             raise ConfigError(f"scorer mode must be 'cached' or 'naive', got {mode!r}")
@@ -128,7 +138,11 @@ class Scorer(BatchMixin, OcclusionMixin):
         self._plain_kv = plain_kv_cache(model)
         self.graphs = ForwardCache(graph_bytes, model.parameters())  # (input ids, output range, start) -> kept pass
         self.checkpoint_from = checkpoint_from
+        self.share_passes = share_passes
+        self.shared: SharedPass | None = None  # the newest conversation pass run in chunks
+        self._renders: tuple[Any, dict[int, RenderedCall]] = (None, {})  # (trace, node id -> rendering)
         self.forward_stats = self.graphs.stats
+        self.forward_stats.update(shared=0, shared_served=0)
 
     @classmethod
     def from_model(cls, model: HFModel, **options: Any) -> "Scorer":
@@ -178,7 +192,7 @@ class Scorer(BatchMixin, OcclusionMixin):
             p, q, g = reference_tokens(self.tokenizer, r, target_chars, contrast)
             return self._finish(trace, node, job, *contrast_gradients(self, r, start, p, q, g),
                                 seconds=time.time() - t0)
-        fw, reused = self._forward(r, first, keep)
+        fw, reused = self._forward(r, first, keep, (trace, node))
         grads = self._backward(r, fw, targets or None)
         # a reused forward pass is counted as if run again: the record says what the call costs alone
         return self._finish(trace, node, job, *grads, seconds=time.time() - t0 + (fw.seconds if reused else 0.0))
@@ -256,9 +270,12 @@ class Scorer(BatchMixin, OcclusionMixin):
         """The first position differentiated: the first span's (or ``first``, when earlier); 0 in naive mode."""
         return min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
 
-    def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False) -> tuple[ForwardPass, bool]:
+    def _forward(self, r: RenderedCall, first: int | None = None, keep: bool = False,
+                 call: tuple[Trace, Node] | None = None) -> tuple[ForwardPass, bool]:
         """The call's forward pass with gradients from :meth:`_start` on (:func:`gbc.forward`), and
-        whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept with its graph."""
+        whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept with its graph;
+        with ``keep`` and ``call`` (its trace and node), a checkpointed call is run as a shared pass
+        (:meth:`_shared`) where the trace's earlier calls are token prefixes of it."""
         import torch
 
         start = self._start(r, first)
@@ -266,6 +283,10 @@ class Scorer(BatchMixin, OcclusionMixin):
         kept = self.graphs.get(key)
         if kept is not None:
             return kept, True
+        served = self.shared.view(r.input_ids, r.output_range, start) if self.shared is not None else None
+        if served is not None:
+            self.forward_stats["shared_served"] += 1
+            return served, True
         follow_load()  # this thread's count follows the machine's load (the CLI's auto)
         t0 = time.time()
         ids = torch.tensor(r.input_ids, device=self.device)  # (T,)
@@ -273,6 +294,10 @@ class Scorer(BatchMixin, OcclusionMixin):
         # a long call recomputes its layers in backward (no cache out of it: its prefix is prefilled apart, and a
         # kept pass keeps only its layers' inputs, small enough to keep)
         checkpoint = self.checkpoint_from is not None and len(r.input_ids) - start >= self.checkpoint_from
+        if keep and checkpoint and call is not None and self.share_passes:
+            fw = self._shared(r, start, ids, *call)
+            if fw is not None:
+                return fw, False
         in_pass = keep and self._plain_kv and not checkpoint and self.prefixes.runs_in_pass(r.input_ids[:start], self.device)
         past, hit = self.prefix_cache(ids[:start]) if start > 0 and not in_pass else (None, False)
         with self.graphs.measure() as saved:
@@ -299,7 +324,36 @@ class Scorer(BatchMixin, OcclusionMixin):
         cache hit)``."""
         o_s = r.output_range[0]
         grad, log_prob = gbc.backward(fw, [t - o_s for t in targets] if targets is not None else None, fw.kept)
-        return grad, fw.embeds[0], fw.start, log_prob, fw.hit
+        return grad[fw.offset:], fw.embeds[0], fw.start, log_prob, fw.hit
+
+    def _shared(self, r: RenderedCall, start: int, ids: Any, trace: Trace, node: Node) -> ForwardPass | None:
+        """``node``'s pass run in chunks and kept as :attr:`shared` (:func:`shared_forward`), when calls
+        of ``trace`` render as token prefixes of it (each differentiated from ``start`` or later, its output
+        after the one before ends); its own pass from it. None when there is no such call."""
+        if self.prompt_weights or not self._plain_kv or self.mode != "cached" or start == 0:
+            return None
+        if self._renders[0] is not trace:
+            self._renders = (trace, {})
+        renders = self._renders[1]
+        others = [renders.get(o.id) or renders.setdefault(o.id, render_call(self.tokenizer, o))
+                  for o in trace.calls() if o.id != node.id]
+        chosen = prefix_calls(r, others, start)
+        if not chosen:
+            return None
+        self.shared = None  # the older one goes first
+        t0 = time.time()
+        past, hit = self.prefix_cache(ids[:start])
+        prefill = time.time() - t0
+        sp = shared_forward(self.model, ids, start, past, chosen + [(len(r.input_ids), tuple(r.output_range))],
+                            checkpoint=True, measure=self.graphs.measure)
+        sp.hit, sp.seconds = hit, [s + prefill for s in sp.seconds]
+        self.forward_stats["shared"] += 1
+        fw = sp.view(r.input_ids, r.output_range, start)
+        if sp.nbytes <= self.graph_bytes:
+            self.shared = sp
+        else:  # too big to keep: it serves this call only, as a pass not kept would
+            sp.served.clear()
+        return fw
 
     def kept_forward(self, r: RenderedCall) -> ForwardPass | None:
         """A kept forward pass of exactly this call (any start), if there is one."""
@@ -333,6 +387,8 @@ class Scorer(BatchMixin, OcclusionMixin):
         """Forget the kept prefix caches and forward passes."""
         self.prefixes.clear()
         self.graphs.clear()
+        self.shared = None
+        self._renders = (None, {})
 
     # --- a whole trace --------------------------------------------------------------------
     def attribute(

@@ -90,6 +90,49 @@ def _read_only_layer() -> type:
 _READ_ONLY: type | None = None
 
 
+def chunk_cache(model: Any, before: list[list[tuple[Any, Any]]], sink: list[list[tuple[Any, Any]]]) -> Any:
+    """The cache one chunk of a pass run in chunks reads (:func:`agentgrad.attribution.forward.shared_forward`):
+    layer ``l`` gives the keys and values of the positions before the chunk, ``before[l]`` (pieces in order,
+    still in the autograd graph), with the chunk's after them, and stores nothing; the chunk's own keys
+    and values are appended to ``sink[l]`` once (a layer recomputed in the backward pass reads the same
+    pieces again and appends nothing). For plain dynamic layers only (:func:`plain_kv_cache`)."""
+    import torch
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    global _CHUNK
+    if _CHUNK is None:
+        class ChunkLayer(DynamicLayer):
+            """A dynamic cache layer over pieces that are not concatenated until a layer reads them."""
+
+            def update(self, key_states, value_states, *args, **kwargs):
+                if not self.captured:
+                    self.sink.append((key_states, value_states))
+                    self.captured = True
+                if not self.before:
+                    return key_states, value_states
+                return (torch.cat([k for k, _ in self.before] + [key_states], dim=-2),
+                        torch.cat([v for _, v in self.before] + [value_states], dim=-2))
+
+        _CHUNK = ChunkLayer
+    cache = DynamicCache(config=model.config)
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is not DynamicLayer:
+            raise ValueError(f"a chunked pass needs plain dynamic cache layers, not {type(layer).__name__}")
+        layer.__class__ = _CHUNK
+        layer.before, layer.sink, layer.captured = tuple(before[i]), sink[i], False
+        n = sum(k.shape[-2] for k, _ in before[i])
+        if before[i]:  # what the mask and the positions read: the length, from a view that holds one number
+            k0, v0 = before[i][0]
+            layer.keys = k0.new_zeros(()).expand(*k0.shape[:-2], n, k0.shape[-1])
+            layer.values = v0.new_zeros(()).expand(*v0.shape[:-2], n, v0.shape[-1])
+            layer.is_initialized = True
+    return cache
+
+
+_CHUNK: type | None = None
+
+
 @contextmanager
 def layer_checkpoints(model: Any, reads_cache: bool = False) -> Iterator[bool]:
     """Within it, a pass with gradients keeps only each decoder layer's input and recomputes the layer in
