@@ -45,11 +45,11 @@ def score_latest_first(scorer, trace):
     return out
 
 
-@pytest.mark.parametrize("arch", ["tiny_llama", "tiny_qwen3"])
-def test_a_shared_pass_gives_every_call_its_own_numbers(arch, request):
+@pytest.mark.parametrize("arch,attn", [("tiny_llama", None), ("tiny_llama", "eager"), ("tiny_qwen3", None)])
+def test_a_shared_pass_gives_every_call_its_own_numbers(arch, attn, request):
     path, tr = str(request.getfixturevalue(arch)), conversation()
-    alone = Scorer(path, checkpoint_from=1, share_passes=False)
-    shared = Scorer(path, checkpoint_from=1)
+    alone = Scorer(path, checkpoint_from=1, share_passes=False, attn_implementation=attn)
+    shared = Scorer(path, checkpoint_from=1, attn_implementation=attn)
     want, got = score_latest_first(alone, tr), score_latest_first(shared, tr)
     for a, b in zip(want, got, strict=True):
         assert_same(a, b)
