@@ -104,8 +104,13 @@ def table(path: Path) -> None:
     try:
         recs = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
         rows = [(r["run"], k, v) for r in recs for k, v in r["losses"].items()]
-    except (OSError, ValueError, KeyError) as e:
+        for _, _, v in rows:  # every field the table reads
+            [v[x][y] for x in ("shared", "alone") for y in ("seconds", "cpu_seconds", "served", "scored", "blamed")]
+            v["largest_difference"], v["same_verdict"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
         sys.exit(f"shared_pass: {path} is not a record of benchmarks/shared_pass.py ({e.__class__.__name__})")
+    if not rows:
+        sys.exit(f"shared_pass: {path} holds no blame")
     served = [x for x in rows if x[2]["shared"]["served"] > 0]
     # a shared pass ran (records before "passes" was kept: its rounding shows in the weights)
     ran = [x for x in rows if x[2]["shared"].get("passes", int(bool(x[2]["largest_difference"]

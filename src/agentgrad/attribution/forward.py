@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 
@@ -107,7 +107,6 @@ class SharedPass:
     ends: list[int]  # each chunk's end
     seconds: list[float]  # the forward pass's time through the end of each chunk
     nbytes: int = 0  # what its graph holds
-    served: dict[int, int] = field(default_factory=dict)  # call end -> how many times it served that call
 
     def view(self, ids: list[int], output_range: tuple[int, int], start: int) -> ForwardPass | None:
         """The forward pass of the call ``ids`` (its output at ``output_range``, differentiated from
@@ -119,10 +118,9 @@ class SharedPass:
         if got is None or got[0] != tuple(output_range) or start < self.start or self.ids[:n] != tuple(ids):
             return None
         c = self.ends.index(n)
-        self.served[n] = self.served.get(n, 0) + 1
         lo = start - self.start
-        return ForwardPass(self.leaves[:c + 1], self.embeds[:, lo:n - self.start], got[1], start, self.hit, [],
-                           self.seconds[c], 0, True, lo)
+        return ForwardPass(leaf=self.leaves[:c + 1], embeds=self.embeds[:, lo:n - self.start], token_lp=got[1],
+                           start=start, hit=self.hit, kv=[], seconds=self.seconds[c], kept=True, offset=lo)
 
 
 def prefix_calls(r: Any, others: list[Any], start: int) -> list[tuple[int, tuple[int, int]]]:

@@ -348,12 +348,9 @@ class Scorer(BatchMixin, OcclusionMixin):
                             checkpoint=True, measure=self.graphs.measure)
         sp.hit, sp.seconds = hit, [s + prefill for s in sp.seconds]
         self.forward_stats["shared"] += 1
-        fw = sp.view(r.input_ids, r.output_range, start)
-        if sp.nbytes <= self.graph_bytes:
+        if sp.nbytes <= self.graph_bytes:  # else too big to keep: it serves this call only, as a pass not kept would
             self.shared = sp
-        else:  # too big to keep: it serves this call only, as a pass not kept would
-            sp.served.clear()
-        return fw
+        return sp.view(r.input_ids, r.output_range, start)
 
     def kept_forward(self, r: RenderedCall) -> ForwardPass | None:
         """A kept forward pass of exactly this call (any start), if there is one."""
