@@ -77,13 +77,9 @@ class Scorer(BatchMixin, OcclusionMixin):
             in its backward pass instead of keeping its activations
             (:func:`agentgrad.models.kvcache.layer_checkpoints`): the same gradients, bit for bit,
             for about a third of the memory and a fifth more time (None: never).
-        share_passes: a kept call that is checkpointed (so recomputes its layers in backward anyway)
-            runs forward in chunks that end where the trace's earlier calls end whose renderings are
-            token prefixes of it (checked token by token: a template that renders a message otherwise
-            in a later call's history breaks it, and that call gets a pass of its own), and the pass is
-            kept (within ``graph_bytes``) as each of theirs: their objectives cost a backward pass, not
-            a forward and a backward. The same numbers up to kernel rounding (1e-5; tests). One such
-            pass is kept at a time, the newest.
+        share_passes: a kept, checkpointed call runs forward in chunks that end where the trace's
+            earlier calls end whose renderings are token prefixes of it, and that pass (the newest one,
+            within ``graph_bytes``) is each of theirs (:meth:`_shared`): the same numbers up to rounding.
     """
 
     capabilities: frozenset[str] = frozenset(CAPABILITIES)  # all of them: see agentgrad.attribution.protocol
@@ -274,8 +270,7 @@ class Scorer(BatchMixin, OcclusionMixin):
                  call: tuple[Trace, Node] | None = None) -> tuple[ForwardPass, bool]:
         """The call's forward pass with gradients from :meth:`_start` on (:func:`gbc.forward`), and
         whether it was a kept one. With ``keep``, a pass within ``graph_bytes`` is kept with its graph;
-        with ``keep`` and ``call`` (its trace and node), a checkpointed call is run as a shared pass
-        (:meth:`_shared`) where the trace's earlier calls are token prefixes of it."""
+        with ``call`` (its trace and node) too, a checkpointed call may run as a shared pass (:meth:`_shared`)."""
         import torch
 
         start = self._start(r, first)
@@ -327,14 +322,12 @@ class Scorer(BatchMixin, OcclusionMixin):
         return grad[fw.offset:], fw.embeds[0], fw.start, log_prob, fw.hit
 
     def _shared(self, r: RenderedCall, start: int, ids: Any, trace: Trace, node: Node) -> ForwardPass | None:
-        """``node``'s pass run in chunks and kept as :attr:`shared` (:func:`shared_forward`), when calls
-        of ``trace`` render as token prefixes of it (each differentiated from ``start`` or later, its output
-        after the one before ends); its own pass from it. None when there is no such call."""
+        """``node``'s pass run in chunks and kept as :attr:`shared` (:func:`shared_forward`) when calls
+        of ``trace`` render as token prefixes of it (:func:`prefix_calls`), and its own pass from it; else None."""
         if self.prompt_weights or not self._plain_kv or self.mode != "cached" or start == 0:
             return None
-        if self._renders[0] is not trace:
-            self._renders = (trace, {})
-        renders = self._renders[1]
+        renders = self._renders[1] if self._renders[0] is trace else {}  # this trace's renderings, kept
+        self._renders = (trace, renders)
         others = [renders.get(o.id) or renders.setdefault(o.id, render_call(self.tokenizer, o))
                   for o in trace.calls() if o.id != node.id]
         chosen = prefix_calls(r, others, start)
