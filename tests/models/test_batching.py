@@ -164,3 +164,79 @@ def test_an_error_in_a_step_reaches_every_caller_and_the_next_calls_work(model):
         b._step = real
     assert "out of memory" in out  # the rows in the failed step got the error, none hangs
     assert model.generate(msgs(QUESTIONS[0]), None, s).text == reference(model, QUESTIONS[0], s).text
+
+
+@pytest.fixture
+def one_thread():
+    """The worker computes with one intra-op thread (the CLI's layout beside another job)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_batch(model, one_thread):
+    long, short = GenerationSettings(max_new_tokens=40), GenerationSettings(max_new_tokens=8)
+    ref_long, ref_short = reference(model, QUESTIONS[0], long), [reference(model, q, short) for q in QUESTIONS[1:4]]
+    b = model.batcher
+    real, seen = b._prefill_rows, []
+
+    def slow(rows):  # a prefill beside the batch ends only once it has decoded two more steps: it must not wait
+        if threading.current_thread().name != "agentgrad-prefill":
+            seen.append(("worker", 0))
+            return real(rows)
+        start, deadline = b.steps, time.time() + 30
+        while b.steps < start + 2 and time.time() < deadline:
+            time.sleep(0.002)
+        seen.append((threading.current_thread().name, b.steps - start))
+        return real(rows)
+
+    b._prefill_rows = slow
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
+            deadline = time.time() + 60
+            while b.steps < 3 and time.time() < deadline:
+                time.sleep(0.005)
+            later = [ex.submit(model.generate, msgs(q), None, short) for q in QUESTIONS[1:4]]
+            assert first.result().text == ref_long.text
+            assert [f.result().text for f in later] == [r.text for r in ref_short]
+    finally:
+        b._prefill_rows = real
+    beside = [n for name, n in seen if name == "agentgrad-prefill"]
+    assert beside and all(n >= 2 for n in beside)  # the batch decoded while they were prefilled
+    assert seen[0] == ("worker", 0)  # the first call, with no batch to decode, prefilled by the worker
+    assert b.admitted_beside >= 1 and b.steps_beside >= 2 and b.joined >= 1
+
+
+def test_a_prefill_that_fails_beside_the_batch_reaches_its_callers_and_the_batch(model, one_thread):
+    b = model.batcher
+    real = b._prefill_rows
+    s, long = GenerationSettings(max_new_tokens=8), GenerationSettings(max_new_tokens=40)
+
+    def failing(rows):
+        if threading.current_thread().name == "agentgrad-prefill":
+            raise RuntimeError("out of memory")
+        return real(rows)
+
+    def step(*args):  # the first call is still decoding when the second arrives, however loaded the machine
+        time.sleep(0.005)
+        return real_step(*args)
+
+    real_step, b._step, b._prefill_rows = b._step, step, failing
+    try:
+        with ThreadPoolExecutor(2) as ex:
+            first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
+            deadline = time.time() + 60
+            while b.steps < 3 and time.time() < deadline:
+                time.sleep(0.005)
+            later = ex.submit(model.generate, msgs(QUESTIONS[1]), None, s)
+            with pytest.raises(RuntimeError, match="out of memory"):
+                later.result(timeout=60)
+            with pytest.raises(RuntimeError, match="out of memory"):  # the batch in flight too, as a serial admit's
+                first.result(timeout=60)
+    finally:
+        b._prefill_rows, b._step = real, real_step
+    assert model.generate(msgs(QUESTIONS[1]), None, s).text == reference(model, QUESTIONS[1], s).text

@@ -106,6 +106,8 @@ class ContinuousBatcher:
         self.steps = 0  # decode steps taken
         self.peak_rows = 0  # the most rows decoded in one step
         self.joined = 0  # rows admitted while other rows were decoding
+        self.admitted_beside = 0  # rows prefilled in a thread of their own while the batch decoded (_overlap)
+        self.steps_beside = 0  # decode steps taken meanwhile
 
     def generate(self, ids: list[int], limit: int, stop: tuple[str, ...] = (), constraint: Any = None) -> list[int]:
         """The generated ids of one greedy call (blocks until it is done); ``constraint``: a
@@ -157,25 +159,79 @@ class ContinuousBatcher:
             try:
                 follow_load()  # this thread's count follows the machine's load, between two steps (the CLI's auto)
                 with self.lock, _inference():
-                    if new:
+                    if new and active and self._overlap():
+                        cache, mask, active = self._admit_beside(new, active, cache, mask)
+                    elif new:
                         cache, mask, active = self._admit(new, active, cache, mask)
                     else:
                         self._step(active, cache, mask)
                         mask = self._grown(mask)
                     self.peak_rows = max(self.peak_rows, len(active))
-                keep = [i for i, r in enumerate(active) if not self._finished(r)]
-                for i, r in enumerate(active):
-                    if i not in keep:
-                        r.done.set()
-                if len(keep) < len(active):
-                    active = [active[i] for i in keep]
-                    cache, mask = self._select(cache, mask, keep) if active else (None, None)
+                active, cache, mask = self._retire(active, cache, mask)
             except BaseException as e:  # every row in flight gets the error, never a hang
                 for r in active + new:
                     if not r.done.is_set():
                         r.error = e
                         r.done.set()
                 active, cache, mask = [], None, None
+
+    def _retire(self, active: list[Row], cache: Any, mask: Any) -> tuple[list[Row], Any, Any]:
+        """The batch without its finished rows, whose callers are woken."""
+        keep = [i for i, r in enumerate(active) if not self._finished(r)]
+        for i, r in enumerate(active):
+            if i not in keep:
+                r.done.set()
+        if len(keep) == len(active):
+            return active, cache, mask
+        active = [active[i] for i in keep]
+        return (active, *self._select(cache, mask, keep)) if active else ([], None, None)
+
+    @staticmethod
+    def _overlap() -> bool:
+        """Whether arriving prompts are prefilled in a thread of their own while the batch decodes: where
+        this worker computes with one intra-op thread (beside another job under the CLI's ``auto``, or
+        ``AGENTGRAD_THREADS=1``), so that the run computes in two threads of one core each, not one;
+        with more, two computing threads would oversubscribe the cores their teams already use."""
+        import torch
+
+        return torch.get_num_threads() == 1
+
+    def _admit_beside(self, new: list[Row], active: list[Row], cache: Any,
+                      mask: Any) -> tuple[Any, Any, list[Row]]:
+        """:meth:`_admit`, with ``new`` prefilled in a thread of its own while the running batch keeps
+        decoding (its finished rows leave as usual); they are merged once their prefill is done.
+        Which steps they join changes no reply (greedy decoding does not depend on the batch, up to
+        float rounding of the batched products, as for any call that joins mid-decode)."""
+        box: dict[str, Any] = {}
+
+        def prefill() -> None:
+            try:
+                follow_load()
+                with _inference():
+                    box["parts"] = self._prefill_rows(new)
+            except BaseException as e:
+                box["error"] = e
+
+        helper = threading.Thread(target=prefill, name="agentgrad-prefill", daemon=True)
+        helper.start()
+        try:
+            while helper.is_alive() and active:
+                self._step(active, cache, mask)
+                mask = self._grown(mask)
+                self.steps_beside += 1
+                self.peak_rows = max(self.peak_rows, len(active) + len(new))
+                active, cache, mask = self._retire(active, cache, mask)
+        finally:
+            helper.join()
+        if "error" in box:
+            raise box["error"]
+        self.admitted_beside += len(new)
+        parts, rows = box["parts"]
+        if active:
+            parts.insert(0, (layers_kv(cache), mask))
+            rows = active + rows
+            self.joined += len(new)
+        return (*self._merge(parts), rows)
 
     def _finished(self, r: Row) -> bool:
         if not r.new:
@@ -284,14 +340,18 @@ class ContinuousBatcher:
 
     def _admit(self, new: list[Row], active: list[Row], cache: Any, mask: Any) -> tuple[Any, Any, list[Row]]:
         """Prefill ``new`` and merge their caches into the running batch (left-padding to one width)."""
-        import torch
+        parts, rows = self._prefill_rows(new)
+        if active:
+            parts.insert(0, (layers_kv(cache), mask))
+            rows = active + rows
+            self.joined += len(new)
+        return (*self._merge(parts), rows)
 
+    def _prefill_rows(self, new: list[Row]) -> tuple[list[tuple[list[tuple[Any, Any]], Any]], list[Row]]:
+        """Each of ``new`` through the model (from the prefix cache where a prompt starts like a cached
+        one, else in groups of similar length): the parts' (per-layer (K, V), mask) and their rows, in order."""
         parts: list[tuple[list[tuple[Any, Any]], Any]] = []
         rows: list[Row] = []
-        if active:
-            parts.append((layers_kv(cache), mask))
-            rows.extend(active)
-            self.joined += len(new)
         cold = []
         for r in new:
             p, past = self.prefixes.longest(r.ids)
@@ -303,6 +363,12 @@ class ContinuousBatcher:
         for g in self._groups(cold):
             parts.append(self._prefill(g))
             rows.extend(g)
+        return parts, rows
+
+    def _merge(self, parts: list[tuple[list[tuple[Any, Any]], Any]]) -> tuple[Any, Any]:
+        """One cache and mask of ``parts`` (each (per-layer (K, V), mask)), left-padded to one width."""
+        import torch
+
         width = max(m.shape[1] for _, m in parts)
 
         def left(t: Any, n: int) -> Any:  # pad dim -2 (cache) or -1 (mask) on the left with zeros
@@ -319,7 +385,7 @@ class ContinuousBatcher:
             vs = [left(kv[li][1], width - m.shape[1]) for kv, m in parts]
             layers.append((torch.cat(ks, dim=0), torch.cat(vs, dim=0)))
         merged_mask = torch.cat([left(m, width - m.shape[1]) for _, m in parts], dim=0)
-        return dynamic_cache(layers), merged_mask, rows
+        return dynamic_cache(layers), merged_mask
 
     def _select(self, cache: Any, mask: Any, keep: list[int]) -> tuple[Any, Any]:
         """The batch without its finished rows; columns that are padding in every kept row are dropped."""
