@@ -240,3 +240,37 @@ def test_a_prefill_that_fails_beside_the_batch_reaches_its_callers_and_the_batch
     finally:
         b._prefill_rows, b._step = real, real_step
     assert model.generate(msgs(QUESTIONS[1]), None, s).text == reference(model, QUESTIONS[1], s).text
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("arch", ["tiny_llama", "tiny_qwen3"])
+def test_a_cache_that_grows_in_place_gives_the_dynamic_caches_logits_bit_for_bit(arch, attn, request):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agentgrad.models.kvcache import cache_kwarg, dynamic_cache, growing_cache, layers_kv, output_cache
+
+    model = AutoModelForCausalLM.from_pretrained(str(request.getfixturevalue(arch)), attn_implementation=attn).eval()
+    torch.manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (3, 20))
+    mask = torch.ones(3, 20, dtype=torch.long)
+    mask[1, :7] = 0  # a left-padded row
+    pos = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        kv = layers_kv(output_cache(model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)))
+        runs = []
+        for make in (dynamic_cache, growing_cache):
+            cache, m, p, logits, storages = make([(k.clone(), v.clone()) for k, v in kv]), mask, pos[:, -1:], [], set()
+            nxt = torch.tensor([[5], [6], [7]])
+            for _ in range(150):  # past the first room (64 positions and more): it grows twice
+                m, p = torch.cat([m, m.new_ones(3, 1)], 1), p + 1
+                out = model(input_ids=nxt, attention_mask=m, position_ids=p, use_cache=True, **{cache_kwarg(model): cache})
+                logits.append(out.logits[:, -1])
+                nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+                storages.add(cache.layers[0].keys.untyped_storage().data_ptr())
+            runs.append((torch.stack(logits), layers_kv(cache), len(storages)))
+    (a, kv_a, new_a), (b, kv_b, new_b) = runs
+    assert torch.equal(a, b)
+    assert all(torch.equal(x, y) for (ka, va), (kb, vb) in zip(kv_a, kv_b) for x, y in ((ka, kb), (va, vb)))
+    assert kv_b[0][0].shape[-2] == 170
+    assert new_b <= 3 < new_a  # a dynamic layer copies its keys into new memory every step; these grew twice at most

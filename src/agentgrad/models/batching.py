@@ -27,7 +27,8 @@ from collections import deque
 from typing import Any
 
 from agentgrad.errors import ModelError
-from agentgrad.models.kvcache import PrefixCache, cache_kwarg, dynamic_cache, layers_kv, output_cache, plain_kv_cache
+from agentgrad.models.kvcache import (PrefixCache, cache_kwarg, dynamic_cache, growing_cache, layers_kv, output_cache,
+                                      plain_kv_cache)
 from agentgrad.models.threads import follow_load
 
 _LIVE: "weakref.WeakSet[ContinuousBatcher]" = weakref.WeakSet()  # batchers whose worker ran
@@ -385,7 +386,7 @@ class ContinuousBatcher:
             vs = [left(kv[li][1], width - m.shape[1]) for kv, m in parts]
             layers.append((torch.cat(ks, dim=0), torch.cat(vs, dim=0)))
         merged_mask = torch.cat([left(m, width - m.shape[1]) for _, m in parts], dim=0)
-        return dynamic_cache(layers), merged_mask
+        return growing_cache(layers), merged_mask
 
     def _select(self, cache: Any, mask: Any, keep: list[int]) -> tuple[Any, Any]:
         """The batch without its finished rows; columns that are padding in every kept row are dropped."""
@@ -399,4 +400,4 @@ class ContinuousBatcher:
         kv = layers_kv(cache)
         dev_idx = idx.to(kv[0][0].device)
         layers = [(k[dev_idx][:, :, start:], v[dev_idx][:, :, start:]) for k, v in kv]
-        return dynamic_cache(layers), mask
+        return growing_cache(layers), mask
