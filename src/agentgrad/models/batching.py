@@ -9,7 +9,10 @@ and no call waits for a batch to end before it starts.
 
 Rows of different lengths share one left-padded key/value cache: keys are stored already rotated
 for their own positions, each row carries its own position ids and attention mask, and padding is
-masked. Greedy decoding is what is batched: its result does not depend on which other calls share
+masked. The cache grows in place (:func:`~agentgrad.models.kvcache.growing_cache`: no copy of the whole
+cache per token). Where the worker computes with one intra-op thread (beside another job, under the
+CLI's ``auto``), the prompts that arrive while rows decode are prefilled in a thread of their own and
+merged when done, so that the run computes in two one-core threads, not one (:meth:`ContinuousBatcher._overlap`). Greedy decoding is what is batched: its result does not depend on which other calls share
 the batch (up to float rounding of the batched matrix products). A row may carry an output schema's
 constraint (:mod:`agentgrad.models.constrain`): its logits are masked before its choice, other
 rows' are not, so constrained and free calls share the batch. Models whose cache is not a plain

@@ -2,7 +2,8 @@
 
 A run computes in at most two threads at once: the batcher's worker (the greedy decoding of every
 concurrent episode, :mod:`agentgrad.models.batching`) and the one attribution in flight (backward
-passes, under the scorer's lock). PyTorch gives every thread that runs an operator its own OpenMP
+passes, under the scorer's lock); three with one intra-op thread, when the batcher prefills arriving
+prompts in a thread of its own while its batch decodes. PyTorch gives every thread that runs an operator its own OpenMP
 team of ``torch.get_num_threads()`` threads, and OpenMP threads that wait at a barrier **spin** by
 default: beside another job they take the CPU that job (or the other team) needs, so a run's CPU time
 grew 2.5x beside a two-thread neighbour. The layout (the default, ``auto``) is chosen when the process
