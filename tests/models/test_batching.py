@@ -177,6 +177,23 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def hold_after(b, steps, waiting):
+    """Make the batcher's worker wait after ``steps`` steps until ``waiting`` calls wait to join (at most
+    30 s), so that they arrive while the first call still decodes, however loaded the machine; undone by
+    calling what it returns."""
+    real = b._step
+
+    def step(*args):
+        out = real(*args)
+        deadline = time.time() + 30
+        while b.steps == steps and len(b._waiting) < waiting and time.time() < deadline:
+            time.sleep(0.002)
+        return out
+
+    b._step = step
+    return lambda: setattr(b, "_step", real)
+
+
 def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_batch(model, one_thread):
     long, short = GenerationSettings(max_new_tokens=40), GenerationSettings(max_new_tokens=8)
     ref_long, ref_short = reference(model, QUESTIONS[0], long), [reference(model, q, short) for q in QUESTIONS[1:4]]
@@ -193,7 +210,7 @@ def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_ba
         seen.append((threading.current_thread().name, b.steps - start))
         return real(rows)
 
-    b._prefill_rows = slow
+    b._prefill_rows, undo = slow, hold_after(b, 3, 3)
     try:
         with ThreadPoolExecutor(4) as ex:
             first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
@@ -205,6 +222,7 @@ def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_ba
             assert [f.result().text for f in later] == [r.text for r in ref_short]
     finally:
         b._prefill_rows = real
+        undo()
     beside = [n for name, n in seen if name == "agentgrad-prefill"]
     assert beside and all(n >= 2 for n in beside)  # the batch decoded while they were prefilled
     assert seen[0] == ("worker", 0)  # the first call, with no batch to decode, prefilled by the worker
@@ -221,11 +239,7 @@ def test_a_prefill_that_fails_beside_the_batch_reaches_its_callers_and_the_batch
             raise RuntimeError("out of memory")
         return real(rows)
 
-    def step(*args):  # the first call is still decoding when the second arrives, however loaded the machine
-        time.sleep(0.005)
-        return real_step(*args)
-
-    real_step, b._step, b._prefill_rows = b._step, step, failing
+    b._prefill_rows, undo = failing, hold_after(b, 3, 1)
     try:
         with ThreadPoolExecutor(2) as ex:
             first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
@@ -238,7 +252,8 @@ def test_a_prefill_that_fails_beside_the_batch_reaches_its_callers_and_the_batch
             with pytest.raises(RuntimeError, match="out of memory"):  # the batch in flight too, as a serial admit's
                 first.result(timeout=60)
     finally:
-        b._prefill_rows, b._step = real, real_step
+        b._prefill_rows = real
+        undo()
     assert model.generate(msgs(QUESTIONS[1]), None, s).text == reference(model, QUESTIONS[1], s).text
 
 
