@@ -12,8 +12,9 @@ for their own positions, each row carries its own position ids and attention mas
 masked. The cache grows in place (:func:`~agentgrad.models.kvcache.growing_cache`: no copy of the whole
 cache per token). Where the worker computes with one intra-op thread (beside another job, under the
 CLI's ``auto``), the prompts that arrive while rows decode are prefilled in a thread of their own and
-merged when done, so that the run computes in two one-core threads, not one (:meth:`ContinuousBatcher._overlap`). Greedy decoding is what is batched: its result does not depend on which other calls share
-the batch (up to float rounding of the batched matrix products). A row may carry an output schema's
+merged when done, so that the run computes in two one-core threads, not one
+(:meth:`ContinuousBatcher._overlap`). Greedy decoding is what is batched: its result does not depend on
+which other calls share the batch (up to float rounding of the batched matrix products). A row may carry an output schema's
 constraint (:mod:`agentgrad.models.constrain`): its logits are masked before its choice, other
 rows' are not, so constrained and free calls share the batch. Models whose cache is not a plain
 per-layer key/value store (sliding-window layers, for one) are not batched this way:
@@ -223,19 +224,14 @@ class ContinuousBatcher:
                 self._step(active, cache, mask)
                 mask = self._grown(mask)
                 self.steps_beside += 1
-                self.peak_rows = max(self.peak_rows, len(active) + len(new))
+                self.peak_rows = max(self.peak_rows, len(active))
                 active, cache, mask = self._retire(active, cache, mask)
         finally:
             helper.join()
         if "error" in box:
             raise box["error"]
         self.admitted_beside += len(new)
-        parts, rows = box["parts"]
-        if active:
-            parts.insert(0, (layers_kv(cache), mask))
-            rows = active + rows
-            self.joined += len(new)
-        return (*self._merge(parts), rows)
+        return self._join(*box["parts"], active, cache, mask)
 
     def _finished(self, r: Row) -> bool:
         if not r.new:
@@ -344,12 +340,15 @@ class ContinuousBatcher:
 
     def _admit(self, new: list[Row], active: list[Row], cache: Any, mask: Any) -> tuple[Any, Any, list[Row]]:
         """Prefill ``new`` and merge their caches into the running batch (left-padding to one width)."""
-        parts, rows = self._prefill_rows(new)
+        return self._join(*self._prefill_rows(new), active, cache, mask)
+
+    def _join(self, parts: list[tuple[list[tuple[Any, Any]], Any]], rows: list[Row], active: list[Row], cache: Any,
+              mask: Any) -> tuple[Any, Any, list[Row]]:
+        """The running batch (if any) and the prefilled ``parts`` of ``rows`` as one batch, the running rows first."""
         if active:
-            parts.insert(0, (layers_kv(cache), mask))
-            rows = active + rows
-            self.joined += len(new)
-        return (*self._merge(parts), rows)
+            parts = [(layers_kv(cache), mask), *parts]
+            self.joined += len(rows)
+        return (*self._merge(parts), active + rows)
 
     def _prefill_rows(self, new: list[Row]) -> tuple[list[tuple[list[tuple[Any, Any]], Any]], list[Row]]:
         """Each of ``new`` through the model (from the prefix cache where a prompt starts like a cached
