@@ -48,20 +48,32 @@ def test_concurrent_replies_of_different_lengths_equal_generate_one_at_a_time(mo
     assert model.batcher.steps < sum(limits)
 
 
-def test_a_call_that_arrives_mid_decode_joins_the_running_batch(model):
+def join_mid_decode(model):
+    """A 40-token call, and three short ones sent once it has decoded 3 steps (it still decodes when they
+    arrive, however loaded the machine): every reply equals ``generate`` one call at a time."""
     long, short = GenerationSettings(max_new_tokens=40), GenerationSettings(max_new_tokens=8)
     ref_long, ref_short = reference(model, QUESTIONS[0], long), [reference(model, q, short) for q in QUESTIONS[1:4]]
     b = model.batcher
-    with ThreadPoolExecutor(4) as ex:
-        first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
-        deadline = time.time() + 60
-        while b.steps < 3 and time.time() < deadline:  # the first call is decoding
-            time.sleep(0.005)
-        later = [ex.submit(model.generate, msgs(q), None, short) for q in QUESTIONS[1:4]]
-        assert first.result().text == ref_long.text
-        assert [f.result().text for f in later] == [r.text for r in ref_short]
+    undo = hold_after(b, 3, 3)
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
+            wait_steps(b, 3)
+            later = [ex.submit(model.generate, msgs(q), None, short) for q in QUESTIONS[1:4]]
+            assert first.result().text == ref_long.text
+            assert [f.result().text for f in later] == [r.text for r in ref_short]
+    finally:
+        undo()
+
+
+def test_a_call_that_arrives_mid_decode_joins_the_running_batch(model):
+    join_mid_decode(model)
+    b = model.batcher
     assert b.joined >= 1  # admitted while the first row was still decoding, not after it
     assert b.steps < 40 + 3 * 8
+    import torch
+
+    assert (b.admitted_beside == 0) == (torch.get_num_threads() > 1)  # with a team of threads the worker prefills
 
 
 def test_a_shared_prompt_start_is_prefilled_from_the_cache_and_gives_the_same_reply(model):
@@ -177,6 +189,13 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def wait_steps(b, n):
+    """Until the batcher has taken ``n`` decode steps (at most 60 s)."""
+    deadline = time.time() + 60
+    while b.steps < n and time.time() < deadline:
+        time.sleep(0.005)
+
+
 def hold_after(b, steps, waiting):
     """Make the batcher's worker wait after ``steps`` steps until ``waiting`` calls wait to join (at most
     30 s), so that they arrive while the first call still decodes, however loaded the machine; undone by
@@ -195,8 +214,6 @@ def hold_after(b, steps, waiting):
 
 
 def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_batch(model, one_thread):
-    long, short = GenerationSettings(max_new_tokens=40), GenerationSettings(max_new_tokens=8)
-    ref_long, ref_short = reference(model, QUESTIONS[0], long), [reference(model, q, short) for q in QUESTIONS[1:4]]
     b = model.batcher
     real, seen = b._prefill_rows, []
 
@@ -210,19 +227,11 @@ def test_with_one_thread_a_call_that_arrives_is_prefilled_beside_the_decoding_ba
         seen.append((threading.current_thread().name, b.steps - start))
         return real(rows)
 
-    b._prefill_rows, undo = slow, hold_after(b, 3, 3)
+    b._prefill_rows = slow
     try:
-        with ThreadPoolExecutor(4) as ex:
-            first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
-            deadline = time.time() + 60
-            while b.steps < 3 and time.time() < deadline:
-                time.sleep(0.005)
-            later = [ex.submit(model.generate, msgs(q), None, short) for q in QUESTIONS[1:4]]
-            assert first.result().text == ref_long.text
-            assert [f.result().text for f in later] == [r.text for r in ref_short]
+        join_mid_decode(model)
     finally:
         b._prefill_rows = real
-        undo()
     beside = [n for name, n in seen if name == "agentgrad-prefill"]
     assert beside and all(n >= 2 for n in beside)  # the batch decoded while they were prefilled
     assert seen[0] == ("worker", 0)  # the first call, with no batch to decode, prefilled by the worker
@@ -243,9 +252,7 @@ def test_a_prefill_that_fails_beside_the_batch_reaches_its_callers_and_the_batch
     try:
         with ThreadPoolExecutor(2) as ex:
             first = ex.submit(model.generate, msgs(QUESTIONS[0]), None, long)
-            deadline = time.time() + 60
-            while b.steps < 3 and time.time() < deadline:
-                time.sleep(0.005)
+            wait_steps(b, 3)
             later = ex.submit(model.generate, msgs(QUESTIONS[1]), None, s)
             with pytest.raises(RuntimeError, match="out of memory"):
                 later.result(timeout=60)
