@@ -47,9 +47,10 @@ def growing_cache(kv: KV) -> Any:
     """A dynamic cache holding ``kv`` (copied) whose layers grow in place, for greedy decoding
     (:mod:`agentgrad.models.batching`): each layer keeps room after its positions, ``update`` writes the
     new ones into it and returns views of the filled part, where a dynamic layer concatenates the whole
-    cache anew for every token (a copy of every layer's keys and values per step: 40% of a decode step of
-    SmolLM2 at 8 rows and 500 positions). The views hold the same numbers as the concatenation; the
-    attention reads them in place (``tests/models/test_kvcache.py``: the same logits, bit for bit)."""
+    cache anew for every token (a copy of every layer's keys and values per step, which grows with the
+    positions: on SmolLM2 at 8 rows, one thread, a step took about 0.93 of the time in place at 500 positions
+    and 0.78 at 2,000, timed by hand). The views hold the same numbers as the concatenation; the attention
+    reads them in place (``tests/models/test_batching.py``: the same logits, bit for bit)."""
     from transformers import DynamicCache
 
     global _GROWING
