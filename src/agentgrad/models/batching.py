@@ -193,20 +193,15 @@ class ContinuousBatcher:
 
     @staticmethod
     def _overlap() -> bool:
-        """Whether arriving prompts are prefilled in a thread of their own while the batch decodes: where
-        this worker computes with one intra-op thread (beside another job under the CLI's ``auto``, or
-        ``AGENTGRAD_THREADS=1``), so that the run computes in two threads of one core each, not one;
-        with more, two computing threads would oversubscribe the cores their teams already use."""
+        """Whether arriving prompts are prefilled beside the decoding batch: where this worker computes with
+        one intra-op thread (a team of more would be oversubscribed by a second computing thread)."""
         import torch
 
         return torch.get_num_threads() == 1
 
-    def _admit_beside(self, new: list[Row], active: list[Row], cache: Any,
-                      mask: Any) -> tuple[Any, Any, list[Row]]:
-        """:meth:`_admit`, with ``new`` prefilled in a thread of its own while the running batch keeps
-        decoding (its finished rows leave as usual); they are merged once their prefill is done.
-        Which steps they join changes no reply (greedy decoding does not depend on the batch, up to
-        float rounding of the batched products, as for any call that joins mid-decode)."""
+    def _admit_beside(self, new: list[Row], active: list[Row], cache: Any, mask: Any) -> tuple[Any, Any, list[Row]]:
+        """:meth:`_admit`, with ``new`` prefilled in a thread of its own while the batch keeps decoding (its
+        finished rows leave as usual), merged once done: like any call that joins mid-decode, no reply changes."""
         box: dict[str, Any] = {}
 
         def prefill() -> None:
