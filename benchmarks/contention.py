@@ -14,6 +14,7 @@ that spin while they wait (4.8x wall and 2.5x CPU before the thread layout was c
     python benchmarks/contention.py --json FILE --env OMP_WAIT_POLICY=ACTIVE   # the old layout, to compare
     python benchmarks/contention.py --env AGENTGRAD_THREADS=auto --baseline AGENTGRAD_THREADS=torch --json FILE
     python benchmarks/contention.py --late 15 --json FILE    # the neighbour starts 15 s into the command
+    python benchmarks/contention.py --neighbour-session --json FILE   # the neighbour as a job of another terminal
     python benchmarks/contention.py --table FILE [FILE ...]   # the table of docs/scale.md, from the records
 
 ``--baseline KEY=VALUE`` also runs the command alone under a baseline setting (PyTorch's defaults), in
@@ -21,8 +22,12 @@ the same run and first, and prints the alone / baseline ratio (the target of the
 1.15x of PyTorch's defaults alone, and within 1.6x of its own alone time beside the neighbour).
 
 Prints one line per phase and the two ratios, e.g. ``demo: wall 2.21x, CPU 1.08x beside the
-neighbour``; ``--json FILE`` writes them. Never run it beside another CPU-heavy job: the neighbour
-is the only one it should meet.
+neighbour``; ``--json FILE`` writes them. By default the neighbour is in the command's own session, where
+Linux shares the cores per thread (3 busy threads on 2 cores: two thirds of a core each); a job started
+from another terminal or login is in a session of its own, and where the kernel groups tasks by session
+(``/proc/sys/kernel/sched_autogroup_enabled`` is 1, as on the machine of the records) two sessions share
+the cores half and half, whatever their thread counts: ``--neighbour-session`` measures that. Never run
+it beside another CPU-heavy job: the neighbour is the only one it should meet.
 """
 
 from __future__ import annotations
@@ -78,7 +83,8 @@ def outcome(out: Path) -> dict[str, Any]:
             for m, figs in metrics["groups"]["all"].items()}
 
 
-def timed(cmd: list[str], env: dict[str, str], late: float | None = None) -> dict[str, float]:
+def timed(cmd: list[str], env: dict[str, str], late: float | None = None,
+          own_session: bool = False) -> dict[str, float]:
     """Wall and CPU seconds of ``cmd`` (its own process tree), which must succeed; with ``late``, the
     neighbour starts that many seconds after the command and is killed when it ends (its CPU time is
     not the command's: it is this process's child only after it is reaped, and is taken out)."""
@@ -90,7 +96,7 @@ def timed(cmd: list[str], env: dict[str, str], late: float | None = None) -> dic
         try:
             proc.wait(timeout=late)
         except subprocess.TimeoutExpired:
-            neighbour = start_neighbour()
+            neighbour = start_neighbour(own_session)
     _, err = proc.communicate()
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # before the neighbour is reaped: the command's alone
@@ -103,9 +109,11 @@ def timed(cmd: list[str], env: dict[str, str], late: float | None = None) -> dic
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
 
 
-def start_neighbour() -> subprocess.Popen:
-    """The two-thread PyTorch job, started and computing (its first line read)."""
+def start_neighbour(own_session: bool = False) -> subprocess.Popen:
+    """The two-thread PyTorch job, started and computing (its first line read); ``own_session``: in a
+    session of its own (``setsid``), as a job started from another terminal is."""
     neighbour = subprocess.Popen([sys.executable, "-c", NEIGHBOUR], stdout=subprocess.PIPE, text=True,
+                                 start_new_session=own_session,
                                  env={k: v for k, v in os.environ.items()
                                       if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")})
     assert neighbour.stdout is not None and neighbour.stdout.readline().strip() == "ready"
@@ -120,6 +128,14 @@ def with_env(pairs: list[str], flag: str, p: argparse.ArgumentParser) -> dict[st
         k, v = kv.split("=", 1)
         env[k] = v
     return env
+
+
+def autogroup() -> bool | None:
+    """Whether the kernel shares the cores per session (sched_autogroup), None where it does not say."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return None
 
 
 def table(files: list[Path]) -> None:
@@ -143,6 +159,8 @@ def table(files: list[Path]) -> None:
         layout = r.get("label") or " ".join(r["env"]) or "sleep while waiting (the default then)"
         if r.get("late_s") is not None:
             layout += f"; the neighbour from {r['late_s']:g} s on"
+        if r.get("neighbour_session"):
+            layout += "; the neighbour in a session of its own"
         print(f"| {f.name} | {layout} | {alone['wall_s']} s / {alone['cpu_s']} s | "
               f"{shared['wall_s']} s / {shared['cpu_s']} s | {ratios['wall']:.2f}x / {ratios['cpu']:.2f}x | {vs} |")
     if results:
@@ -159,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--table", type=Path, nargs="+", help="print the table from these records and stop")
     p.add_argument("--late", type=float, help="start the neighbour this many seconds after the command, "
                                              "not before it (a job that starts while a run computes)")
+    p.add_argument("--neighbour-session", action="store_true",
+                   help="start the neighbour in a session of its own, as a job started from another terminal is")
     p.add_argument("--label", help="the layout's name in the record (default: the --env settings)")
     a = p.parse_args(argv)
     if a.table:
@@ -178,16 +198,18 @@ def main(argv: list[str] | None = None) -> None:
         alone = timed(commands(a.command, work / "alone"), env) | {"outcome": outcome(work / "alone")}
         print(f"{a.command} alone: {alone['wall_s']} s wall, {alone['cpu_s']} s CPU {alone['outcome']}", flush=True)
         if a.late is not None:  # the neighbour starts while the command runs
-            shared = timed(commands(a.command, work / "shared"), env, a.late) | {"outcome": outcome(work / "shared")}
+            shared = timed(commands(a.command, work / "shared"), env, a.late, a.neighbour_session) | \
+                {"outcome": outcome(work / "shared")}
         else:
-            neighbour = start_neighbour()
+            neighbour = start_neighbour(a.neighbour_session)
             try:
                 time.sleep(1.0)
                 shared = timed(commands(a.command, work / "shared"), env) | {"outcome": outcome(work / "shared")}
             finally:
                 neighbour.kill()
                 neighbour.wait()
-        when = f" from {a.late:g} s on" if a.late is not None else ""
+        when = (f" from {a.late:g} s on" if a.late is not None else "") + \
+            (" in a session of its own" if a.neighbour_session else "")
         print(f"{a.command} beside a two-thread PyTorch neighbour{when}: {shared['wall_s']} s wall, "
               f"{shared['cpu_s']} s CPU {shared['outcome']}", flush=True)
         ratios = {"wall": round(shared["wall_s"] / alone["wall_s"], 2),
@@ -201,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
                       "alone": alone, "shared": shared, "ratios": ratios}
             if a.late is not None:
                 record["late_s"] = a.late
+            if a.neighbour_session:
+                record["neighbour_session"], record["autogroup"] = True, autogroup()
             if a.label:
                 record["label"] = a.label
             if baseline is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 
 import pytest
@@ -40,6 +41,26 @@ def test_the_table_names_the_layout_by_its_label_and_the_late_neighbour(tmp_path
     assert "held-out test 0.50 -> 0.875, 1 of 3 steps kept" in p.stdout
 
 
+def test_the_neighbour_in_a_session_of_its_own_is_named_and_runs_in_another_session(tmp_path, monkeypatch):
+    """--neighbour-session: the table says so, and the neighbour's session is not this process's (setsid), where
+    by default it is; a neighbour that only says ready and sleeps stands for the PyTorch job."""
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps(_record(neighbour_session=True, autogroup=True)))
+    p = run_script(str(SCRIPT), "--table", str(own))
+    assert p.returncode == 0, p.stderr
+    row = p.stdout.splitlines()[2]
+    assert row.startswith("| own.json | AGENTGRAD_THREADS=auto; the neighbour in a session of its own |"), row
+    mod = _module()
+    monkeypatch.setattr(mod, "NEIGHBOUR", "import time\nprint('ready', flush=True)\ntime.sleep(60)")
+    for own_session in (False, True):
+        n = mod.start_neighbour(own_session)
+        try:
+            assert (os.getsid(n.pid) != os.getsid(0)) is own_session
+        finally:
+            n.kill()
+            n.wait()
+
+
 def test_bad_input_is_one_line(tmp_path):
     for args, says in ((["--late", "-1"], "--late takes seconds"), (["--env", "NOEQUALS"], "takes KEY=VALUE")):
         p = run_script(str(SCRIPT), *args)
@@ -58,7 +79,7 @@ def test_a_late_neighbour_starts_while_the_command_runs_and_its_cpu_is_not_the_c
     spin = [sys.executable, "-c", "import time\nprint('ready', flush=True)\nwhile True: pass"]
     real_popen = mod.subprocess.Popen
 
-    def neighbour():
+    def neighbour(own_session=False):
         started.append(real_popen(spin, stdout=mod.subprocess.PIPE, text=True))
         assert started[-1].stdout.readline().strip() == "ready"
         return started[-1]
