@@ -113,10 +113,8 @@ class Scorer(BatchMixin, OcclusionMixin):
                 raise ConfigError("a Scorer needs a model path (or a tokenizer and model)")
             opts = HFOptions(path=path, dtype=dtype, device=device, attn_implementation=attn_implementation)
             tokenizer, model = load_tokenizer_and_model(opts)
-        checkpointing = getattr(model, "is_activation_checkpointing", None)
-        if checkpointing is None:
-            checkpointing = getattr(model, "is_gradient_checkpointing", False)
-        if checkpointing and mode == "cached":
+        if getattr(model, "is_activation_checkpointing", getattr(model, "is_gradient_checkpointing", False)) \
+                and mode == "cached":
             raise ConfigError("gradient checkpointing drops the prefix cache; disable it or use mode='naive'")
         model.eval()
         model.requires_grad_(False)
@@ -184,7 +182,7 @@ class Scorer(BatchMixin, OcclusionMixin):
             return job
         r, _, targets, _, first = job
         if contrast is not None:
-            start = min(r.variable_start, first if first is not None else r.variable_start) if self.mode == "cached" else 0
+            start = self._start(r, first)
             p, q, g = reference_tokens(self.tokenizer, r, target_chars, contrast)
             return self._finish(trace, node, job, *contrast_gradients(self, r, start, p, q, g),
                                 seconds=time.time() - t0)
@@ -390,15 +388,10 @@ class Scorer(BatchMixin, OcclusionMixin):
         batches (:meth:`attribute_batch`).
         """
         batch_tokens = self.batch_tokens if batch_tokens is None else batch_tokens
-        if batch_tokens > 0:
-            results = self.attribute_batch([(trace, n) for n in trace.calls()], batch_tokens)
-            for res in results:
-                if on_node:
-                    on_node(res)
-            return results, build_graph(trace, results)
+        batched = self.attribute_batch([(trace, n) for n in trace.calls()], batch_tokens) if batch_tokens > 0 else None
         results = []
-        for node in trace.calls():
-            res = self.attribute_node(trace, node)
+        for i, node in enumerate(trace.calls()):
+            res = batched[i] if batched is not None else self.attribute_node(trace, node)
             results.append(res)
             if on_node:
                 on_node(res)
