@@ -83,6 +83,7 @@ def test_the_benchmark_reproduces_the_committed_records_and_resumes(tmp_path, ca
     (["--edges", "addressed"], "use it with --subset magentic"),
     (["--edges", "some", "--subset", "magentic"], "--edges takes all or addressed"),
     (["--half", "C"], "--half takes A, B or all"),
+    (["--calls-in-history"], "use it with --scorer"),
 ])
 def test_bad_options_are_one_line_before_anything_is_read(tmp_path, capsys, argv, words):
     out = tmp_path / "R"
@@ -163,3 +164,38 @@ def test_the_window_is_made_once_per_run_and_its_cpu_recorded_apart(tiny_llama, 
     recs = run_agentrx([run], ["last", "provenance"], tmp_path / "R", Scorer(str(tiny_llama)), window=512)
     assert len(made) == 1 and len(recs) == 2
     assert all(r["read_cpu_seconds"] >= 0 and set(r["methods"]) == {"last", "provenance"} for r in recs)
+
+
+@needs_agentrx
+def test_earlier_tool_calls_are_written_into_the_histories_the_scorer_reads(tiny_llama, tmp_path):
+    """tau-bench's reader records a turn that replays a tool-calling call as its (empty) text: no token of a
+    later call comes from it. With ``calls_in_history`` the turn holds the call's tool calls as the call's own
+    output is scored (:func:`tool_calls_as_text`), its span covers them, and the later call's rendering has
+    tokens from it; turns of calls without tool calls, and the trace given, are left as they were."""
+    from transformers import AutoTokenizer
+
+    from agentgrad.attribution.render import calls_in_history, render_call, tool_calls_as_text
+    from agentgrad.benchmarks.agentrx.bench import run_agentrx
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_llama))
+    run = next(r for r in load_runs(("tau",))[0] if r.trace.id == "2")
+    before = json.dumps(run.trace.to_dict(), sort_keys=True)
+    after = calls_in_history(run.trace)
+    assert json.dumps(run.trace.to_dict(), sort_keys=True) == before
+    last, new = run.trace.calls()[-1], after.calls()[-1]
+    made = {n.id: n for n in run.trace.calls() if n.tool_calls}
+    replayed = [s for s in last.spans if s.source in made and last.messages[s.message]["role"] == "assistant"]
+    assert replayed and all(s.end == 0 for s in replayed)  # empty turns: nothing for a gradient to reach
+    a, b = render_call(tok, last).source_ranges[replayed[0].source][0]
+    assert a == b
+    for s, t in zip(last.spans, new.spans):
+        if s in replayed:
+            text = tool_calls_as_text(made[s.source])
+            assert new.messages[s.message]["content"] == text and (t.start, t.end) == (0, len(text))
+            assert made[s.source].tool_calls[0].name in text
+            a, b = render_call(tok, new).source_ranges[s.source][0]
+            assert b > a
+        else:
+            assert t == s and new.messages[s.message] == last.messages[s.message]
+    rec = run_agentrx([run], ["last"], tmp_path / "R", None, settings=("last",), calls_in_history=True)[0]
+    assert rec["calls_in_history"] is True

@@ -327,6 +327,35 @@ def window_trace(tok: Any, trace: Trace, limit: int) -> Trace:
     return out
 
 
+def calls_in_history(trace: Trace) -> Trace:
+    """A copy of ``trace`` whose calls read the tool calls made before them. A chat log's reader records an
+    assistant turn that replays an earlier call as the call's text, with a span from the call over all of
+    it; where that call made tool calls, the turn's text is empty (or its reply alone), and a template such
+    as SmolLM2's, given no calls, renders the turn empty: the calls' names and arguments are then no source
+    of any later call. Here such a turn gets the calls written after its text, one JSON line each, as
+    :func:`tool_calls_as_text` writes the call's own output for a template that cannot show them, and the
+    span covers them. Other turns are left as they are (docs/agentrx.md)."""
+    out = Trace.from_dict(trace.to_dict())
+    made = {n.id: n for n in out.nodes if n.kind == "call" and n.tool_calls}
+    nodes = []
+    for n in out.nodes:
+        messages, spans = list(n.messages), list(n.spans)
+        for i, m in enumerate(messages):
+            at = [k for k, s in enumerate(spans) if s.message == i]
+            if n.kind != "call" or m.get("role") != "assistant" or len(at) != 1:
+                continue
+            s, content = spans[at[0]], m.get("content") or ""
+            src = made.get(s.source)
+            if src is None or (s.start, s.end, s.at) != (0, len(content), 0) or content != src.text:
+                continue
+            text = tool_calls_as_text(src)
+            messages[i] = {**m, "content": text}
+            spans[at[0]] = dataclasses.replace(s, end=len(text))
+        nodes.append(dataclasses.replace(n, messages=messages, spans=spans) if messages != n.messages else n)
+    out.nodes = nodes
+    return out
+
+
 def source_windows(r: Any, source: int) -> list[tuple[int, int, int]]:
     """``(start, end, at)`` of each range of ``r.text`` that came from ``source``: its characters
     ``[start, end)`` are the source's text from character ``at`` on."""

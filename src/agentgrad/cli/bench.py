@@ -150,6 +150,8 @@ def bench_agentrx(
     edges: str = typer.Option("all", "--edges", help="all, or addressed: each Magentic-One call keeps only "
                                                      "its address, reply and quoted edges where it has any."),
     half: str = typer.Option("all", "--half", help="A (where choices are made), B (the report half) or all."),
+    calls_in_history: bool = typer.Option(False, "--calls-in-history", help="Earlier tool calls written into each "
+                                                                            "call's history, as the scorer reads them."),
 ) -> None:
     """AgentRx: labelled real failed runs (tau-bench, Magentic-One); each method's agent and step accuracy
     beside the priors, as paired differences on the report half (docs/agentrx.md)."""
@@ -166,7 +168,8 @@ def bench_agentrx(
 
     try:
         res = agentrx_benchmark(out, subset, methods, scorer, data_dir, resume, overwrite, seed, device, loss,
-                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype, window=window, edges=edges, half=half)
+                                on_start=lambda n: on_start(n), on_run=on_run, dtype=dtype, window=window, edges=edges, half=half,
+                                calls_in_history=calls_in_history)
     finally:
         progress.stop()
     print_agentrx(res["summary"], console)

@@ -71,13 +71,14 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                 seed: int = 0, on_run: Callable[[dict[str, Any]], None] | None = None,
                 on_method: Callable[[str, str, str], None] | None = None,
                 settings: tuple[str, ...] | None = None, window: int | None = None,
-                edges: str = "all") -> list[dict[str, Any]]:
+                edges: str = "all", calls_in_history: bool = False) -> list[dict[str, Any]]:
     """Blame every run under every loss setting of its subset (or those of ``settings``) with
     ``methods``; each (run, setting)'s record is appended to ``out/records.jsonl`` as it finishes.
     ``resume``: the records already there that cover ``methods`` are kept, not run again. ``window``: a
     measured approximation, every call longer than that many tokens reads only its latest steps that
     fit (:func:`~agentgrad.attribution.render.window_trace`, the path a call longer than the scorer's
-    context takes); the scores are on the same nodes. ``edges``: ``addressed`` blames each Magentic-One log
+    context takes); the scores are on the same nodes. ``calls_in_history``: the scorer reads earlier tool calls in
+    each call's history (:func:`~agentgrad.attribution.render.calls_in_history`). ``edges``: ``addressed`` blames each Magentic-One log
     on its preferred edges (:func:`~agentgrad.runs.blame.with_edges`), the scores again on the same nodes.
     The trace the methods read is made once per run; its CPU time is the record's ``read_cpu_seconds``
     (until 2026-12-07 every method's ``cpu_seconds`` held it again). Returns every record of the folder."""
@@ -113,9 +114,11 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                                    "rule": loss.details.get("rule"), "methods": {}}
             if edges != "all":
                 rec["edges"] = edges
+            if calls_in_history:
+                rec["calls_in_history"] = True
             if read is None:
                 cpu0 = time.process_time()
-                read = _read(run.trace, scorer, window, edges)
+                read = _read(run.trace, scorer, window, edges, calls_in_history)
                 read_cpu = round(time.process_time() - cpu0, 3)
             if read is not run.trace:  # the window's tokenization, once per run: no method's CPU holds it
                 rec["read_cpu_seconds"] = read_cpu
@@ -137,8 +140,13 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     return records
 
 
-def _read(trace: Trace, scorer: Any, window: int | None, edges: str) -> Trace:
-    """The trace the methods read: within ``window`` tokens (with a scorer), on the ``edges`` asked for."""
+def _read(trace: Trace, scorer: Any, window: int | None, edges: str, calls_in_history: bool = False) -> Trace:
+    """The trace the methods read: with earlier tool calls in the histories (``calls_in_history``), within ``window``
+    tokens (with a scorer), on the ``edges`` asked for."""
+    if calls_in_history:
+        from agentgrad.attribution.render import calls_in_history as with_calls
+
+        trace = with_calls(trace)
     if window is not None and scorer is not None:
         from agentgrad.attribution.render import window_trace
 

@@ -19,7 +19,8 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
                       device: str = "cpu", losses: str = "all", on_start: Callable[[int], None] | None = None,
                       on_run: Callable[[dict[str, Any]], None] | None = None,
                       on_method: Callable[[str, str, str], None] | None = None, dtype: str = "float32",
-                      window: int | None = None, edges: str = "all", half: str = "all") -> dict[str, Any]:
+                      window: int | None = None, edges: str = "all", half: str = "all",
+                      calls_in_history: bool = False) -> dict[str, Any]:
     """The AgentRx benchmark into ``out``; returns its summary (:func:`~agentgrad.benchmarks.agentrx.bench.summary`).
 
     ``methods``: a comma list of registry names and prefixes (default: the priors and provenance, and
@@ -28,7 +29,8 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     scorer's weights (``bfloat16``: a measured approximation of the float32 default); ``window``: another,
     each call read only as far back as that many tokens, and ``edges`` (``addressed``: a group chat's preferred
     edges only) (:func:`~agentgrad.benchmarks.agentrx.bench.run_agentrx`); ``half``: ``A``, ``B`` or ``all``
-    (the runs of one half only, docs/agentrx.md)."""
+    (the runs of one half only, docs/agentrx.md); ``calls_in_history``: every method reads earlier tool calls in
+    each call's history (:func:`~agentgrad.attribution.render.calls_in_history`)."""
     chosen = tuple(SUBSETS) if subsets == "all" else tuple(s.strip() for s in subsets.split(",") if s.strip())
     bad = [s for s in chosen if s not in SUBSETS]
     if bad or not chosen:
@@ -39,6 +41,8 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     check_edges(edges)
     if edges != "all" and "tau" in chosen:
         raise ConfigError("--edges addressed reads a group chat's addresses: use it with --subset magentic")
+    if calls_in_history and not scorer:
+        raise ConfigError("--calls-in-history changes what a white-box scorer reads: use it with --scorer")
     if half not in ("A", "B", "all"):
         raise ConfigError(f"--half takes A, B or all, not {half!r}")
     names = select_methods(methods or ",".join([*MODEL_FREE, *([DEFAULT_METHOD] if scorer else [])]), exact=True)
@@ -62,7 +66,7 @@ def agentrx_benchmark(out: Path, subsets: str = "all", methods: str = "", scorer
     if on_start:
         on_start(len(runs))
     records = run_agentrx(runs, names, out, sc, resume=resume, seed=seed, on_run=on_run, on_method=on_method,
-                          settings=settings, window=window, edges=edges)
+                          settings=settings, window=window, edges=edges, calls_in_history=calls_in_history)
     cpu = {m: round(sum(float(r["methods"].get(m, {}).get("cpu_seconds", 0.0)) for r in records), 3) for m in names}
     result = {"methods": names, "subsets": list(chosen), "scorer": sc.describe() if sc is not None else None,
               "broken": broken, "cpu_seconds": cpu, "summary": summary(records)}
