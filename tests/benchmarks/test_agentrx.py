@@ -197,5 +197,8 @@ def test_earlier_tool_calls_are_written_into_the_histories_the_scorer_reads(tiny
             assert b > a
         else:
             assert t == s and new.messages[s.message] == last.messages[s.message]
+    for n in run.trace.calls():  # a call that made tool calls reads, as its output, what its replays hold
+        m = after.nodes[n.id]
+        assert (m.text, m.tool_calls) == ((tool_calls_as_text(n), []) if n.tool_calls else (n.text, n.tool_calls))
     rec = run_agentrx([run], ["last"], tmp_path / "R", None, settings=("last",), calls_in_history=True)[0]
     assert rec["calls_in_history"] is True

@@ -332,11 +332,13 @@ def calls_in_history(trace: Trace) -> Trace:
     assistant turn that replays an earlier call as the call's text, with a span from the call over all of
     it; where that call made tool calls, the turn's text is empty (or its reply alone), and a template such
     as SmolLM2's, given no calls, renders the turn empty: the calls' names and arguments are then no source
-    of any later call. Here such a turn gets the calls written after its text, one JSON line each, as
-    :func:`tool_calls_as_text` writes the call's own output for a template that cannot show them, and the
-    span covers them. Other turns are left as they are (docs/agentrx.md)."""
+    of any later call. Here each call that made tool calls has as its text its calls written out, one JSON
+    line each after its reply (:func:`tool_calls_as_text`: how a template that cannot show them scores its
+    output), the turns that replay it hold that text, and their spans cover it. Other turns are left as
+    they are (docs/agentrx.md)."""
     out = Trace.from_dict(trace.to_dict())
     made = {n.id: n for n in out.nodes if n.kind == "call" and n.tool_calls}
+    texts = {i: tool_calls_as_text(n) for i, n in made.items()}
     nodes = []
     for n in out.nodes:
         messages, spans = list(n.messages), list(n.spans)
@@ -345,12 +347,12 @@ def calls_in_history(trace: Trace) -> Trace:
             if n.kind != "call" or m.get("role") != "assistant" or len(at) != 1:
                 continue
             s, content = spans[at[0]], m.get("content") or ""
-            src = made.get(s.source)
-            if src is None or (s.start, s.end, s.at) != (0, len(content), 0) or content != src.text:
+            if s.source not in made or (s.start, s.end, s.at) != (0, len(content), 0) or content != made[s.source].text:
                 continue
-            text = tool_calls_as_text(src)
-            messages[i] = {**m, "content": text}
-            spans[at[0]] = dataclasses.replace(s, end=len(text))
+            messages[i] = {**m, "content": texts[s.source]}
+            spans[at[0]] = dataclasses.replace(s, end=len(texts[s.source]))
+        if n.id in made:
+            n = dataclasses.replace(n, text=texts[n.id], tool_calls=[])
         nodes.append(dataclasses.replace(n, messages=messages, spans=spans) if messages != n.messages else n)
     out.nodes = nodes
     return out
