@@ -113,8 +113,8 @@ class Scorer(BatchMixin, OcclusionMixin):
                 raise ConfigError("a Scorer needs a model path (or a tokenizer and model)")
             opts = HFOptions(path=path, dtype=dtype, device=device, attn_implementation=attn_implementation)
             tokenizer, model = load_tokenizer_and_model(opts)
-        if getattr(model, "is_activation_checkpointing", getattr(model, "is_gradient_checkpointing", False)) \
-                and mode == "cached":
+        ckpt = getattr(model, "is_activation_checkpointing", None)  # the older name only where it is absent
+        if mode == "cached" and (getattr(model, "is_gradient_checkpointing", False) if ckpt is None else ckpt):
             raise ConfigError("gradient checkpointing drops the prefix cache; disable it or use mode='naive'")
         model.eval()
         model.requires_grad_(False)
