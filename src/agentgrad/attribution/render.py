@@ -341,19 +341,22 @@ def calls_in_history(trace: Trace) -> Trace:
     texts = {i: tool_calls_as_text(n) for i, n in made.items()}
     nodes = []
     for n in out.nodes:
+        if n.kind != "call":
+            nodes.append(n)
+            continue
         messages, spans = list(n.messages), list(n.spans)
-        for i, m in enumerate(messages):
-            at = [k for k, s in enumerate(spans) if s.message == i]
-            if n.kind != "call" or m.get("role") != "assistant" or len(at) != 1:
-                continue
-            s, content = spans[at[0]], m.get("content") or ""
-            if s.source not in made or (s.start, s.end, s.at) != (0, len(content), 0) or content != made[s.source].text:
-                continue
-            messages[i] = {**m, "content": texts[s.source]}
-            spans[at[0]] = dataclasses.replace(s, end=len(texts[s.source]))
-        if n.id in made:
-            n = dataclasses.replace(n, text=texts[n.id], tool_calls=[])
-        nodes.append(dataclasses.replace(n, messages=messages, spans=spans) if messages != n.messages else n)
+        per_message: dict[int, list[int]] = {}
+        for k, s in enumerate(spans):
+            per_message.setdefault(s.message, []).append(k)
+        for i, ks in per_message.items():  # a turn that one span, from a call that made tool calls, fills whole
+            s, m = spans[ks[0]], messages[i]
+            content = m.get("content") or ""
+            if (len(ks) == 1 and m.get("role") == "assistant" and s.source in made
+                    and (s.start, s.end, s.at) == (0, len(content), 0) and content == made[s.source].text):
+                messages[i] = {**m, "content": texts[s.source]}
+                spans[ks[0]] = dataclasses.replace(s, end=len(texts[s.source]))
+        extra = {"text": texts[n.id], "tool_calls": []} if n.id in made else {}
+        nodes.append(dataclasses.replace(n, messages=messages, spans=spans, **extra))
     out.nodes = nodes
     return out
 

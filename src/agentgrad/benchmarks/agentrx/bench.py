@@ -77,9 +77,10 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
     ``resume``: the records already there that cover ``methods`` are kept, not run again. ``window``: a
     measured approximation, every call longer than that many tokens reads only its latest steps that
     fit (:func:`~agentgrad.attribution.render.window_trace`, the path a call longer than the scorer's
-    context takes); the scores are on the same nodes. ``calls_in_history``: the scorer reads earlier tool calls in
-    each call's history (:func:`~agentgrad.attribution.render.calls_in_history`). ``edges``: ``addressed`` blames each Magentic-One log
-    on its preferred edges (:func:`~agentgrad.runs.blame.with_edges`), the scores again on the same nodes.
+    context takes); the scores are on the same nodes. ``calls_in_history``: earlier tool calls written into each
+    call's history (:func:`~agentgrad.attribution.render.calls_in_history`). ``edges``: ``addressed`` blames
+    each Magentic-One log on its preferred edges (:func:`~agentgrad.runs.blame.with_edges`), the scores again on
+    the same nodes.
     The trace the methods read is made once per run; its CPU time is the record's ``read_cpu_seconds``
     (until 2026-12-07 every method's ``cpu_seconds`` held it again). Returns every record of the folder."""
     files = RunFiles(out)
@@ -120,7 +121,7 @@ def run_agentrx(runs: list[Run], methods: list[str], out: Path, scorer: Any = No
                 cpu0 = time.process_time()
                 read = _read(run.trace, scorer, window, edges, calls_in_history)
                 read_cpu = round(time.process_time() - cpu0, 3)
-            if read is not run.trace:  # the window's tokenization, once per run: no method's CPU holds it
+            if read is not run.trace:  # made once per run (the window's tokenization): no method's CPU holds it
                 rec["read_cpu_seconds"] = read_cpu
             for m in methods:
                 if on_method:
