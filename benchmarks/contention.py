@@ -140,15 +140,17 @@ def autogroup() -> bool | None:
 
 def table(files: list[Path]) -> None:
     """The records as docs/scale.md prints them: one row per record file."""
+    records = []
+    for f in files:  # every file read before a row is printed: a bad one is the only line
+        try:
+            r = json.loads(f.read_text(encoding="utf-8"))
+            records.append((f, r, r["alone"], r["shared"], r["ratios"]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise SystemExit(f"error: {f} is not a record of benchmarks/contention.py ({e})")
     print("| record | layout | alone: wall / CPU | beside the neighbour: wall / CPU | ratios | alone / baseline |")
     print("|---|---|---|---|---|---|")
     results = set()
-    for f in files:
-        try:
-            r = json.loads(f.read_text(encoding="utf-8"))
-            alone, shared, ratios = r["alone"], r["shared"], r["ratios"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise SystemExit(f"error: {f} is not a record of benchmarks/contention.py ({e})")
+    for f, r, alone, shared, ratios in records:
         for o in [alone.get("outcome"), shared.get("outcome"), (r.get("baseline") or {}).get("outcome")]:
             if o and "test_after" in o:
                 results.add(f"held-out test {o['test_before']:.2f} -> {o['test_after']:.3f}, "
